@@ -1,0 +1,40 @@
+# One target per command; CI (.ci/run) calls `make test` like everyone else.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install serve test lint fmt pytest bench docker clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+serve: install  ## start the service on SQLite (no configuration needed)
+	$(BIN)/tracelore serve
+
+lint: install  ## formatting, static checks and the signature library
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/tracelore lint --fail-on-warnings
+
+pytest: install
+	$(BIN)/pytest
+
+test: lint pytest  ## the whole test suite
+
+fmt: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install  ## throughput and memory against rg/grep/cat (see bench/README.md)
+	$(BIN)/python bench/run.py
+
+docker:
+	docker build -t tracelore .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

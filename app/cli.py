@@ -1,0 +1,130 @@
+"""The `tracelore` command. Commands stay thin: parse, call the core or the store, print.
+
+Exit codes of `diagnose` follow grep: 0 nothing found, 1 failure identified,
+2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import click
+
+from app import __version__
+from app.config import Settings
+from app.core.diagnose import diagnose_many
+from app.core.library import TAXONOMY_FILE, Library, load_library
+from app.core.lint import lint as run_lint
+from app.core.lint import load_taxonomy
+from app.core.models import LIKELY, Diagnosis
+from app.core.render import render_markdown, render_text
+from app.errors import LibraryError, TraceloreError
+
+FORMATS = ("text", "json", "markdown")
+
+
+def _library(signatures: Path | None) -> Library:
+    root = signatures or Settings().signatures_dir
+    try:
+        return load_library(root)
+    except LibraryError as exc:
+        raise click.ClickException(f"the signature library is broken:\n{exc.detail}") from exc
+
+
+@contextlib.contextmanager
+def _open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, BinaryIO]]]:
+    with contextlib.ExitStack() as stack:
+        opened: list[tuple[str | None, BinaryIO]] = []
+        for p in paths:
+            if p == "-":
+                opened.append(("<stdin>", sys.stdin.buffer))
+                continue
+            path = Path(p)
+            if path.is_dir():
+                raise click.UsageError(f"{p} is a directory; pass log files")
+            try:
+                stream: BinaryIO = stack.enter_context(
+                    gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[arg-type]
+                )
+            except OSError as exc:
+                raise click.UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
+            opened.append((p, stream))
+        yield opened
+
+
+def _failed(d: Diagnosis, fail_on: str) -> bool:
+    if fail_on == "never":
+        return False
+    threshold = LIKELY if fail_on == "likely" else 0.0
+    return any(c.episode == "terminal" and c.confidence >= threshold for c in d.candidates)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracelore")
+def main() -> None:
+    """Tracelore: diagnose failed ML training runs from their logs."""
+
+
+@main.command()
+@click.argument("logs", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Show at most N candidates.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["never", "likely", "any"]),
+    default="any",
+    show_default=True,
+    help="Which findings make the exit code 1.",
+)
+@click.option(
+    "--signatures",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="Signature folder.",
+)
+def diagnose(logs: tuple[str, ...], fmt: str, top: int | None, fail_on: str, signatures: Path | None) -> None:
+    """Diagnose LOGS (files, .gz files, or - for standard input) as one job."""
+    library = _library(signatures)
+    try:
+        with _open_logs(logs) as opened:
+            result = diagnose_many(opened, library, top=top)
+    except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
+    if fmt == "json":
+        click.echo(result.model_dump_json(indent=2))
+    elif fmt == "markdown":
+        click.echo(render_markdown(result), nl=False)
+    else:
+        click.echo(render_text(result), nl=False)
+    sys.exit(1 if _failed(result, fail_on) else 0)
+
+
+@main.command("lint")
+@click.argument("path", type=click.Path(exists=True, path_type=Path), required=False)
+@click.option("--skip", multiple=True, help="Skip a check by id (e.g. backtracking, examples).")
+@click.option("--fail-on-warnings", is_flag=True, help="Exit 1 on warnings too.")
+def lint_command(path: Path | None, skip: tuple[str, ...], fail_on_warnings: bool) -> None:
+    """Check signature files: schema, patterns, references, taxonomy, examples."""
+    root = path or Settings().signatures_dir
+    root = root.resolve()
+    folder = root if root.is_dir() else root.parent
+    taxonomy_path = next(
+        (p / TAXONOMY_FILE for p in (folder, *folder.parents) if (p / TAXONOMY_FILE).is_file()),
+        None,
+    )
+    taxonomy = load_taxonomy(taxonomy_path, coverage=taxonomy_path.parent == root.resolve()) if taxonomy_path else None
+    report = run_lint(root, taxonomy=taxonomy, skip=skip)
+    for issue in report.issues:
+        click.echo(str(issue), err=issue.severity == "error")
+    click.echo(report.summary())
+    if report.errors or (fail_on_warnings and report.warnings):
+        sys.exit(1)
+
+
+# ClickException exits 1 by default; input and usage errors exit 2 like grep's.
+click.ClickException.exit_code = 2

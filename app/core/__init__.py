@@ -1,0 +1,16 @@
+"""The pure diagnosis core: read, match, rank. No web, database or environment access."""
+
+from app.core.diagnose import diagnose, diagnose_many
+from app.core.library import Library, build_library, load_library
+from app.core.models import Candidate, Diagnosis, Line
+
+__all__ = [
+    "Candidate",
+    "Diagnosis",
+    "Library",
+    "Line",
+    "build_library",
+    "diagnose",
+    "diagnose_many",
+    "load_library",
+]

@@ -1,0 +1,67 @@
+"""`diagnose()`: the one entry point of the core, used by the CLI, the web app and the tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.core.library import Library
+from app.core.matcher import FileScan, scan_file
+from app.core.models import Diagnosis, InputInfo
+from app.core.ranker import find_signatures, rank_found, unexplained
+from app.core.reader import Source, iter_chunks, source_name
+from app.errors import EmptyLog
+
+
+def scan_sources(sources: Sequence[tuple[str | None, Source]], library: Library) -> list[FileScan]:
+    """One pass of the library over each source."""
+    return [
+        scan_file(library, iter_chunks(source, file=name), name=name, index=i)
+        for i, (name, source) in enumerate(sources)
+    ]
+
+
+def diagnose(source: Source, library: Library, *, top: int | None = None, name: str | None = None) -> Diagnosis:
+    """Diagnose one log: a path, bytes or a binary stream."""
+    return diagnose_many([(name if name is not None else source_name(source), source)], library, top=top)
+
+
+def diagnose_many(
+    sources: Sequence[tuple[str | None, Source]], library: Library, *, top: int | None = None
+) -> Diagnosis:
+    """Diagnose the logs of one job (e.g. one file per rank) as a whole."""
+    scans = scan_sources(sources, library)
+    if not any(s.bytes for s in scans) or all(s.blank for s in scans):
+        raise EmptyLog("the log is empty: there is nothing to diagnose")
+    return assemble(scans, library, top=top)
+
+
+def assemble(scans: Sequence[FileScan], library: Library, *, top: int | None = None) -> Diagnosis:
+    """Rank what the scans found into a `Diagnosis`."""
+    versions: dict[str, str] = {}
+    for scan in scans:
+        for key, value in scan.versions.items():
+            versions.setdefault(key, value)
+    found, _ = find_signatures(library, scans, versions)
+    candidates = rank_found(found, scans)
+    if top is not None:
+        candidates = candidates[:top]
+    times = sorted(
+        line.time for scan in scans for line in scan.edge_lines if line.time is not None and line.time.year > 1900
+    )
+    ranks = sorted({e.rank for c in candidates for e in c.evidence if e.rank is not None})
+    cut = {(s.index, h.line.no) for s in scans for ph in s.hits.values() for h in ph.first if h.line.cut}
+    return Diagnosis(
+        library_version=library.version,
+        input=InputInfo(
+            bytes=sum(s.bytes for s in scans),
+            lines=sum(s.lines for s in scans),
+            files=[s.name for s in scans if s.name],
+            ranks=ranks,
+            start=times[0] if times else None,
+            end=times[-1] if times else None,
+            cut_lines=len(cut),
+            versions=versions,
+        ),
+        candidates=candidates,
+        unexplained=unexplained(library, scans),
+    )

@@ -1,0 +1,243 @@
+"""Load signature files into an immutable, compiled `Library`.
+
+Loading collects every problem of every file before it fails, each located as
+``path:line: field: message`` (a broken library is fixed in one round, not one
+error at a time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+import re2
+import regex
+import yaml
+from pydantic import ValidationError
+
+from app.core import builtin
+from app.core.signature import Pattern, Signature
+from app.errors import Issue, LibraryError
+
+TAXONOMY_FILE = "taxonomy.yaml"  # the list of failure classes, beside the signature folders
+
+PatternKind = Literal["fingerprint", "symptom", "near", "exclude", "error", "progress", "version"]
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.never_nl = True  # a pattern never spans two lines of a chunk
+    options.max_mem = 64 << 20
+    return options
+
+
+_OPTIONS = _re2_options()
+
+
+def compile_re2(pattern: str) -> Any:
+    """Compile a pattern for RE2 (linear time) over bytes, one line at a time."""
+    # (?m): ^ and $ work per line inside a chunk, as they do on a single line.
+    return re2.compile("(?m)" + pattern, _OPTIONS)
+
+
+def _compile_set(patterns: Iterable[str]) -> Any:
+    """One automaton for all patterns: a chunk is scanned once whatever their number."""
+    prefilter = re2.Set.SearchSet(_OPTIONS)
+    for pattern in patterns:
+        prefilter.Add("(?m)" + pattern)
+    prefilter.Compile()
+    return prefilter
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One use of a pattern by a signature (or by the engine itself)."""
+
+    kind: PatternKind
+    signature: str | None  # None for the engine's own patterns
+    name: str
+
+
+@dataclass(frozen=True)
+class Library:
+    """Signatures and their patterns compiled once; read-only and shared by requests."""
+
+    signatures: Mapping[str, Signature]
+    regexes: tuple[str, ...]  # distinct patterns, the engine's index order
+    rules: tuple[tuple[Rule, ...], ...]  # per regex: who uses it
+    version: str
+    compiled: tuple[Any, ...] = field(repr=False)  # RE2 per regex
+    index: Mapping[str, int] = field(repr=False)  # regex -> engine index
+    prefilter: Any = field(repr=False)  # RE2 Set of all regexes: which hit in a chunk
+    paths: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __len__(self) -> int:
+        return len(self.signatures)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses duplicate mapping keys (they silently drop knowledge)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,  # type: ignore[arg-type]
+)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
+    """The 1-based line of the YAML node at a pydantic error location."""
+    best = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == part), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+        if node is None:
+            break
+        best = node.start_mark.line + 1
+    return best
+
+
+def parse_signature(text: str, path: Path) -> tuple[Signature | None, list[Issue]]:
+    """Parse one signature file; return it or the located issues."""
+    try:
+        node = yaml.compose(text, Loader=_UniqueKeyLoader)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        return None, [Issue(path, line, f"invalid YAML: {getattr(exc, 'problem', exc)}")]
+    if not isinstance(data, dict):
+        return None, [Issue(path, 1, "a signature file must be a YAML mapping")]
+    try:
+        sig = Signature.model_validate(data)
+    except ValidationError as exc:
+        issues = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "(file)"
+            issues.append(Issue(path, _line_of(node, err["loc"]), f"{where}: {err['msg']}"))
+        return None, issues
+    return sig, []
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a pattern cannot be used, or None: it must compile for RE2 and for `regex`."""
+    if "\n" in pattern or "\\n" in pattern:
+        return "patterns match one line; remove the newline"
+    try:
+        regex.compile(pattern)
+    except regex.error as exc:
+        return f"does not compile: {exc}"
+    try:
+        compile_re2(pattern)
+    except re2.error as exc:
+        return f"not supported by the linear-time engine (RE2): {exc}"
+    return None
+
+
+def _signature_patterns(sig: Signature) -> Iterable[tuple[str, Rule]]:
+    for kind, patterns in (("fingerprint", sig.fingerprints), ("symptom", sig.symptoms)):
+        for p in patterns:
+            yield p.regex, Rule(kind, sig.id, p.name)  # type: ignore[arg-type]
+            for i, companion in enumerate(p.near):
+                yield companion, Rule("near", sig.id, f"{p.name}.near[{i}]")
+    for i, ex in enumerate(sig.excludes):
+        yield ex.regex, Rule("exclude", sig.id, f"excludes[{i}]")
+
+
+def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] | None = None) -> Library:
+    """Compile signatures (already validated) into a `Library`; raise on bad patterns."""
+    sigs = sorted(signatures, key=lambda s: s.id)
+    order: dict[str, int] = {}
+    users: list[list[Rule]] = []
+    issues: list[Issue] = []
+    entries: list[tuple[str, Rule]] = [(p, Rule(kind, None, name)) for kind, name, p in builtin.PATTERNS]
+    for sig in sigs:
+        entries.extend(_signature_patterns(sig))
+    for pattern, rule in entries:
+        if pattern not in order:
+            problem = pattern_problem(pattern)
+            if problem:
+                path = (paths or {}).get(rule.signature or "", Path("<builtin>"))
+                issues.append(Issue(path, None, f"{rule.kind} {rule.name}: {problem}"))
+                continue
+            order[pattern] = len(users)
+            users.append([])
+        users[order[pattern]].append(rule)
+    seen: set[str] = set()
+    for sig in sigs:
+        if sig.id in seen:
+            issues.append(Issue((paths or {}).get(sig.id, Path(sig.id)), None, f"duplicate id {sig.id}"))
+        seen.add(sig.id)
+    if issues:
+        raise LibraryError(issues)
+    regexes = tuple(order)
+    digest = hashlib.sha256()
+    for sig in sigs:
+        digest.update(sig.model_dump_json().encode())
+    return Library(
+        signatures=MappingProxyType({s.id: s for s in sigs}),
+        regexes=regexes,
+        rules=tuple(tuple(u) for u in users),
+        version=digest.hexdigest()[:12],
+        compiled=tuple(compile_re2(p) for p in regexes),
+        index=MappingProxyType(dict(order)),
+        prefilter=_compile_set(regexes),
+        paths=MappingProxyType(dict(paths or {})),
+    )
+
+
+def signature_files(root: Path) -> list[Path]:
+    """Every signature file under a directory (or the file itself)."""
+    if root.is_file():
+        return [root]
+    return sorted(p for p in root.rglob("*.yaml") if p.is_file() and p.name != TAXONOMY_FILE)
+
+
+def load_signatures(root: Path) -> tuple[list[tuple[Path, Signature]], list[Issue]]:
+    """Parse every file under root; collect issues instead of stopping at the first."""
+    loaded: list[tuple[Path, Signature]] = []
+    issues: list[Issue] = []
+    files = signature_files(root)
+    if not files:
+        issues.append(Issue(root, None, "no signature files found"))
+    for path in files:
+        sig, problems = parse_signature(path.read_text(encoding="utf-8"), path)
+        issues.extend(problems)
+        if sig is not None:
+            if sig.id != path.name.removesuffix(".yaml"):
+                issues.append(Issue(path, 1, f"id {sig.id!r} does not match the file name"))
+            if path.parent != root and sig.layer != path.parent.name:
+                issues.append(Issue(path, 1, f"layer {sig.layer!r} does not match folder {path.parent.name!r}"))
+            loaded.append((path, sig))
+    return loaded, issues
+
+
+def load_library(root: Path) -> Library:
+    """Load and compile every signature under root; raise LibraryError listing all issues."""
+    loaded, issues = load_signatures(root)
+    if issues:
+        raise LibraryError(issues)
+    return build_library((s for _, s in loaded), paths={s.id: p for p, s in loaded})
+
+
+def pattern_of(sig: Signature, name: str) -> Pattern | None:
+    """A signature's fingerprint or symptom by name."""
+    return next((p for p in sig.all_patterns() if p.name == name), None)

@@ -1,0 +1,241 @@
+"""`tracelore lint`: every promise a signature file makes, checked.
+
+Per-file checks run on each parsed signature; `finalize` checks run across the
+whole library (ids, cross-references, taxonomy coverage). Each check has a
+snake_case id so it can be skipped by name. Issues are collected, never raised
+one at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import regex
+import yaml
+
+from app.core.diagnose import diagnose
+from app.core.library import Library, build_library, load_signatures, pattern_problem
+from app.core.signature import Signature
+from app.core.versions import spec_problem
+from app.errors import EmptyLog, Issue, LibraryError
+
+# Time a backtracking engine (the browser's, Python's) may spend on one hostile line.
+BACKTRACK_BUDGET = 0.25
+_ADVERSARIAL_LEN = 20_000
+_PLACEHOLDER = regex.compile(r"\{([a-z][a-z0-9_]*)\}")
+_CAPTURE = regex.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    """The failure classes the library must cover: id -> layer."""
+
+    layers: Mapping[str, str]
+    coverage: bool = True  # report taxonomy ids that have no file
+
+
+def load_taxonomy(path: Path, *, coverage: bool = True) -> Taxonomy:
+    """Read taxonomy.yaml: sections of {id, title, hint} entries."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    layers = {entry["id"]: layer for layer, entries in data.items() for entry in entries or ()}
+    return Taxonomy(layers, coverage)
+
+
+@dataclass
+class Report:
+    """What the lint found."""
+
+    files: int = 0
+    issues: list[Issue] = field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        return sum(i.severity == "error" for i in self.issues)
+
+    @property
+    def warnings(self) -> int:
+        return sum(i.severity == "warning" for i in self.issues)
+
+    def summary(self) -> str:
+        return f"{self.files} files, {self.errors} errors, {self.warnings} warnings"
+
+
+FileCheck = Callable[[Signature, Path], Iterable[Issue]]
+
+
+def _each_pattern(sig: Signature) -> Iterable[tuple[str, str]]:
+    for p in sig.all_patterns():
+        yield p.name, p.regex
+        for i, companion in enumerate(p.near):
+            yield f"{p.name}.near[{i}]", companion
+    for i, ex in enumerate(sig.excludes):
+        yield f"excludes[{i}]", ex.regex
+
+
+def check_patterns_compile(sig: Signature, path: Path) -> Iterable[Issue]:
+    for name, pattern in _each_pattern(sig):
+        problem = pattern_problem(pattern)
+        if problem:
+            yield Issue(path, None, f"{name}: {problem}")
+
+
+def check_messages_match(sig: Signature, path: Path) -> Iterable[Issue]:
+    for p in sig.all_patterns():
+        if p.message is not None and pattern_problem(p.regex) is None and not regex.search(p.regex, p.message):
+            yield Issue(path, None, f"{p.name}: its `message` does not match its regex")
+
+
+def check_backtracking(sig: Signature, path: Path) -> Iterable[Issue]:
+    """Hostile lines (long runs of what a pattern repeats) must not make it backtrack."""
+    for name, pattern in _each_pattern(sig):
+        if pattern_problem(pattern):
+            continue
+        compiled = regex.compile(pattern)
+        for bait in _adversarial(pattern):
+            started = time.perf_counter()
+            try:
+                compiled.search(bait, timeout=BACKTRACK_BUDGET)
+            except TimeoutError:
+                yield Issue(
+                    path,
+                    None,
+                    f"{name}: catastrophic backtracking on a hostile line of {bait[:12]!r}...",
+                )
+                break
+            if time.perf_counter() - started > BACKTRACK_BUDGET:
+                yield Issue(path, None, f"{name}: slow on a hostile line of {bait[:12]!r}...")
+                break
+
+
+def _adversarial(pattern: str) -> Iterable[str]:
+    literals = [w for w in regex.findall(r"[A-Za-z0-9_]{2,}|[ .:=/-]", regex.sub(r"\\.", " ", pattern)) if w]
+    fragments = {"a", "1", " ", "a ", "1.", "a-", "a:", "=", "/", "_", "\t", "a1 ", *literals[:12]}
+    for fragment in sorted(fragments):
+        yield (fragment * (_ADVERSARIAL_LEN // len(fragment) + 1))[:_ADVERSARIAL_LEN] + "\x00!"
+
+
+def check_placeholders(sig: Signature, path: Path) -> Iterable[Issue]:
+    captures = {c for _, p in _each_pattern(sig) for c in _CAPTURE.findall(p)} | {"rank"}
+    for text in (*sig.fix, sig.verify):
+        for name in _PLACEHOLDER.findall(text):
+            if name not in captures:
+                yield Issue(path, None, f"fix/verify uses {{{name}}} but no pattern captures it", "warning")
+
+
+def check_applies_to(sig: Signature, path: Path) -> Iterable[Issue]:
+    for package, spec in sig.applies_to.items():
+        problem = spec_problem(spec)
+        if problem:
+            yield Issue(path, None, f"applies_to.{package}: {problem}")
+
+
+def check_weights(sig: Signature, path: Path) -> Iterable[Issue]:
+    if max(p.weight for p in sig.fingerprints) < max((p.weight for p in sig.symptoms), default=0):
+        yield Issue(path, None, "a symptom outweighs every fingerprint", "warning")
+
+
+FILE_CHECKS: dict[str, FileCheck] = {
+    "patterns_compile": check_patterns_compile,
+    "messages_match": check_messages_match,
+    "backtracking": check_backtracking,
+    "placeholders": check_placeholders,
+    "applies_to": check_applies_to,
+    "weights": check_weights,
+}
+
+
+def check_references(sigs: Mapping[str, tuple[Path, Signature]], taxonomy: Taxonomy | None) -> Iterable[Issue]:
+    planned = taxonomy.layers if taxonomy is not None else {}
+    for path, sig in sigs.values():
+        for field_name in ("related", "consequence_of"):
+            for ref in getattr(sig, field_name):
+                if ref in planned and ref not in sigs:
+                    yield Issue(path, None, f"{field_name}: {ref!r} has no signature file yet", "warning")
+                elif ref not in sigs:
+                    yield Issue(path, None, f"{field_name}: unknown id {ref!r}")
+                if ref == sig.id:
+                    yield Issue(path, None, f"{field_name}: refers to itself")
+
+
+def check_taxonomy(
+    sigs: Mapping[str, tuple[Path, Signature]], taxonomy: Taxonomy | None, root: Path
+) -> Iterable[Issue]:
+    if taxonomy is None:
+        return
+    for path, sig in sigs.values():
+        layer = taxonomy.layers.get(sig.id)
+        if layer is None:
+            yield Issue(path, 1, f"id {sig.id!r} is not in the taxonomy; add it there", "warning")
+        elif layer != sig.layer:
+            yield Issue(path, 1, f"layer {sig.layer!r}, but the taxonomy puts {sig.id} in {layer!r}")
+    for missing in sorted(set(taxonomy.layers) - set(sigs)) if taxonomy.coverage else ():
+        yield Issue(root, None, f"taxonomy id {missing} has no signature file", "warning")
+
+
+def check_examples(library: Library, sigs: Mapping[str, tuple[Path, Signature]]) -> Iterable[Issue]:
+    """Every match example makes its signature the top candidate; no near miss yields it."""
+    for path, sig in sigs.values():
+        for i, example in enumerate(sig.examples.match):
+            try:
+                result = diagnose(example.log.encode(), library)
+            except EmptyLog:
+                yield Issue(path, None, f"examples.match[{i}]: empty")
+                continue
+            ids = [c.id for c in result.candidates]
+            if sig.role == "collateral":
+                ok = sig.id in ids
+            else:
+                ok = bool(ids) and ids[0] == sig.id
+            if not ok:
+                got = ", ".join(f"{c.id} ({c.role}, {c.confidence})" for c in result.candidates[:3]) or "nothing"
+                yield Issue(
+                    path,
+                    None,
+                    f"examples.match[{i}] ({example.source}): expected {sig.id} on top, got {got}",
+                )
+        for i, example in enumerate(sig.examples.no_match):
+            try:
+                result = diagnose(example.log.encode(), library)
+            except EmptyLog:
+                continue
+            if any(c.id == sig.id for c in result.candidates):
+                yield Issue(
+                    path,
+                    None,
+                    f"examples.no_match[{i}] ({example.source}): {sig.id} fired on a near miss",
+                )
+
+
+def lint(root: Path, *, taxonomy: Taxonomy | None = None, skip: Iterable[str] = ()) -> Report:
+    """Check every signature file under root."""
+    skipped = set(skip)
+    loaded, issues = load_signatures(root)
+    report = Report(files=len(loaded) + len({i.path for i in issues} - {p for p, _ in loaded}))
+    report.issues.extend(issues)
+    by_id: dict[str, tuple[Path, Signature]] = {}
+    for path, sig in loaded:
+        if sig.id in by_id:
+            report.issues.append(Issue(path, 1, f"duplicate id {sig.id!r} (also in {by_id[sig.id][0]})"))
+        by_id[sig.id] = (path, sig)
+        for name, check in FILE_CHECKS.items():
+            if name not in skipped:
+                report.issues.extend(check(sig, path))
+    if "references" not in skipped:
+        report.issues.extend(check_references(by_id, taxonomy))
+    if "taxonomy" not in skipped:
+        report.issues.extend(check_taxonomy(by_id, taxonomy, root))
+    if "examples" not in skipped:
+        # Examples run against every file that is otherwise sound, so one broken file
+        # does not hide the others' results.
+        broken = {i.path for i in report.issues if i.severity == "error"}
+        sound = {k: v for k, v in by_id.items() if v[0] not in broken}
+        try:
+            library = build_library((s for _, s in sound.values()), paths={k: v[0] for k, v in sound.items()})
+        except LibraryError as exc:
+            report.issues.extend(exc.issues)
+        else:
+            report.issues.extend(check_examples(library, sound))
+    return report

@@ -1,0 +1,218 @@
+"""One pass of every pattern over a log's chunks.
+
+Per chunk, the library's RE2 Set says which patterns occur at all (one scan,
+whatever the number of patterns); only those are then located, one hit per line,
+and only the lines they hit are decoded and parsed. The cost per byte stays
+nearly flat as the library grows, and per-line Python work is proportional to
+the hits, not to the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.library import Library
+from app.core.models import Line
+from app.core.reader import Chunk, make_line
+
+KEEP_FIRST = 32  # hits per pattern and file kept with their text (evidence)
+KEEP_LINES = 4096  # line numbers per pattern and file kept (windows, explained lines)
+KEEP_ERRORS = 2000  # generic error lines kept per file (unexplained)
+PROGRESS_TAIL = 64  # last progress lines kept per file (episode detection)
+HEAD_TAIL_LINES = 20  # lines read at each end of a file for its time span
+
+
+@dataclass(slots=True)
+class LineHit:
+    """One line on which a pattern matched."""
+
+    line: Line
+    span: tuple[int, int]
+    groups: dict[str, str]
+
+
+@dataclass(slots=True)
+class PatternHits:
+    """Where one pattern matched in one file."""
+
+    count: int = 0
+    first: list[LineHit] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    last_line: int = 0
+
+
+@dataclass(slots=True)
+class FileScan:
+    """What the pass found in one file."""
+
+    name: str | None
+    index: int
+    bytes: int = 0
+    lines: int = 0
+    hits: dict[int, PatternHits] = field(default_factory=dict)
+    progress: list[int] = field(default_factory=list)  # last progress line numbers
+    edge_lines: list[Line] = field(default_factory=list)  # head and tail, for the time span
+    versions: dict[str, str] = field(default_factory=dict)
+    blank: bool = True  # nothing but white space so far
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What to do with each engine pattern when it hits."""
+
+    extract: frozenset[int]  # patterns whose lines are decoded (evidence, errors)
+    progress: frozenset[int]
+    version: frozenset[int]
+    error: frozenset[int]
+
+
+def _plan(library: Library) -> _Plan:
+    kinds: dict[str, set[int]] = {k: set() for k in ("extract", "progress", "version", "error")}
+    for idx, rules in enumerate(library.rules):
+        for rule in rules:
+            if rule.kind in ("fingerprint", "symptom", "error"):
+                kinds["extract"].add(idx)
+            if rule.kind in ("progress", "version", "error"):
+                kinds[rule.kind].add(idx)
+    return _Plan(*(frozenset(kinds[k]) for k in ("extract", "progress", "version", "error")))
+
+
+def _groups(match: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in match.groupdict().items():
+        if value is None:
+            continue
+        out[key] = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+    return out
+
+
+class _FileScanner:
+    """Feeds the chunks of one file through the engine."""
+
+    def __init__(self, library: Library, scan: FileScan) -> None:
+        self.library = library
+        self.plan = _plan(library)
+        self.scan = scan
+        self.errors_kept = 0
+        self.progress_chunks: list[Chunk] = []  # the last chunks holding progress lines
+        self.tail_chunk: Chunk | None = None
+
+    def feed(self, chunk: Chunk) -> None:
+        scan = self.scan
+        if not scan.edge_lines:
+            scan.edge_lines.extend(_edge_lines(chunk, head=True))
+        self.tail_chunk = chunk
+        if scan.blank and not chunk.data.isspace():
+            scan.blank = False
+        scan.bytes += len(chunk.data)
+        # A last line without a final newline still counts.
+        scan.lines = chunk.first_line - 1 + chunk.newlines + (not chunk.data.endswith(b"\n"))
+        view = chunk.scan_view()
+        hit_ids = self.library.prefilter.Match(view)
+        if not hit_ids:
+            return
+        found: list[tuple[int, int, Any]] = []  # (offset, engine index, match)
+        for idx in hit_ids:
+            if idx in self.plan.progress:
+                self.progress_chunks = [*self.progress_chunks[-1:], chunk]
+                continue
+            if idx in self.plan.version and all(k in scan.versions for k in self.library.compiled[idx].groupindex):
+                continue
+            if idx in self.plan.error and self.errors_kept >= KEEP_ERRORS:
+                continue
+            found.extend(_locate(self.library.compiled[idx], view, idx))
+        found.sort(key=lambda f: f[0])
+        self._record(chunk, view, found)
+
+    def _record(self, chunk: Chunk, view: bytes, found: list[tuple[int, int, Any]]) -> None:
+        scan, plan = self.scan, self.plan
+        data = chunk.data
+        no, counted = chunk.first_line, 0
+        lines: dict[int, Line] = {}  # frame start -> parsed line, shared by patterns
+        for offset, idx, match in found:
+            no += data.count(b"\n", counted, offset)
+            counted = offset
+            hits = scan.hits.get(idx)
+            if hits is None:
+                hits = scan.hits[idx] = PatternHits()
+            hits.count += 1
+            hits.last_line = no
+            if len(hits.lines) < KEEP_LINES:
+                hits.lines.append(no)
+            if idx in plan.version:
+                for key, value in _groups(match).items():
+                    scan.versions.setdefault(key, value)
+                continue
+            if idx not in plan.extract or len(hits.first) >= KEEP_FIRST and idx not in plan.error:
+                continue
+            if idx in plan.error:
+                if self.errors_kept >= KEEP_ERRORS:
+                    continue
+                self.errors_kept += 1
+            start = view.rfind(b"\n", 0, offset) + 1
+            line = lines.get(start)
+            if line is None:
+                end = view.find(b"\n", offset)
+                line = lines[start] = make_line(data[start : end if end >= 0 else len(data)], no, file=scan.name)
+            confirmed = self.library.compiled[idx].search(line.text)
+            if confirmed is not None:
+                hit = LineHit(line, confirmed.span(), _groups(confirmed))
+            else:  # cut by the line cap or changed by decoding: keep the line, no span
+                hit = LineHit(line, (0, 0), _groups(match))
+            if idx in plan.error or len(hits.first) < KEEP_FIRST:
+                hits.first.append(hit)
+
+    def finish(self) -> FileScan:
+        scan = self.scan
+        if self.tail_chunk is not None:
+            scan.edge_lines.extend(_edge_lines(self.tail_chunk, head=False))
+        for chunk in self.progress_chunks:
+            view = chunk.scan_view()
+            for idx in self.plan.progress:
+                for offset, _, _ in _locate(self.library.compiled[idx], view, idx):
+                    scan.progress.append(chunk.first_line + chunk.data.count(b"\n", 0, offset))
+        scan.progress = sorted(set(scan.progress))[-PROGRESS_TAIL:]
+        return scan
+
+
+def _locate(compiled: Any, view: bytes, idx: int) -> Iterable[tuple[int, int, Any]]:
+    """The first match of a pattern on each line of a chunk."""
+    pos, size = 0, len(view)
+    while pos < size:
+        match = compiled.search(view, pos)
+        if match is None:
+            return
+        start = match.start()
+        yield start, idx, match
+        end = view.find(b"\n", start)
+        if end < 0:
+            return
+        pos = end + 1
+
+
+def _edge_lines(chunk: Chunk, *, head: bool) -> list[Line]:
+    """A few parsed lines at the start or the end of a chunk."""
+    data = chunk.data
+    if head:
+        raw = data[: 64 << 10].split(b"\n")[:HEAD_TAIL_LINES]
+        first = chunk.first_line
+    else:
+        tail = data[-(64 << 10) :]
+        raw = tail.split(b"\n")[-HEAD_TAIL_LINES - 1 :]
+        first = chunk.first_line + chunk.newlines - len(raw) + 1
+    out = []
+    for i, piece in enumerate(raw):
+        frame = piece.rsplit(b"\r", 1)[-1]
+        if frame.strip():
+            out.append(make_line(frame, first + i))
+    return out
+
+
+def scan_file(library: Library, chunks: Iterable[Chunk], *, name: str | None, index: int) -> FileScan:
+    """Run every pattern of the library over one file's chunks in one pass."""
+    scanner = _FileScanner(library, FileScan(name=name, index=index))
+    for chunk in chunks:
+        scanner.feed(chunk)
+    return scanner.finish()

@@ -1,0 +1,116 @@
+"""The one JSON shape of a diagnosis, shared by the API, the CLI and storage.
+
+`Diagnosis` is what `diagnose()` returns; `Line` is what the reader yields.
+Bump `SCHEMA_VERSION` on any incompatible change to `Diagnosis`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+Role = Literal["initiating", "collateral", "contributing"]
+Band = Literal["likely", "possible"]
+Episode = Literal["terminal", "earlier"]
+
+LIKELY = 0.5  # confidence at or above which a candidate is reported as "likely"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Line(_Frozen):
+    """One log line (one carriage-return frame of a physical line), normalised."""
+
+    no: int = Field(description="1-based physical line number in its file")
+    text: str = Field(description="decoded text, ANSI stripped, NUL removed, capped")
+    file: str | None = None
+    rank: int | None = None
+    host: str | None = None
+    time: datetime | None = None
+    content_start: int = Field(0, description="offset in text where launcher prefixes end")
+    cut: int = Field(0, description="bytes cut from this line by the length cap")
+
+
+class Evidence(_Frozen):
+    """A line that supports a candidate, with the matched span."""
+
+    line: int
+    file: str | None = None
+    rank: int | None = None
+    time: datetime | None = None
+    text: str
+    span: tuple[int, int] = Field(description="character offsets of the match in text")
+    pattern: str = Field(description="name of the fingerprint or symptom that matched")
+    kind: Literal["fingerprint", "symptom"]
+
+
+class Candidate(_Frozen):
+    """One failure class found in the log."""
+
+    id: str
+    title: str
+    layer: str
+    severity: str
+    confidence: float = Field(ge=0, le=1)
+    band: Band
+    role: Role
+    episode: Episode = "terminal"
+    caused_by: str | None = Field(None, description="id of the failure this one echoes")
+    why: str = Field(description="why the ranker gave this role")
+    line: int = Field(description="first line where it appears")
+    file: str | None = None
+    rank: int | None = None
+    time: datetime | None = None
+    ranks: list[int] = Field(default_factory=list, description="ranks on which it appears")
+    count: int = Field(description="matching lines in the log")
+    evidence: list[Evidence]
+    facts: dict[str, str] = Field(default_factory=dict)
+    summary: str
+    fix: list[str]
+    verify: str
+    resume: str
+    path: str = Field(description="encyclopedia path of the failure class")
+
+
+class Unexplained(_Frozen):
+    """An error line that no signature explains (deduplicated)."""
+
+    text: str
+    count: int
+    line: int
+    file: str | None = None
+    rank: int | None = None
+
+
+class InputInfo(_Frozen):
+    """What was read."""
+
+    bytes: int
+    lines: int
+    files: list[str] = Field(default_factory=list)
+    ranks: list[int] = Field(default_factory=list, description="ranks seen on evidence lines")
+    start: datetime | None = None
+    end: datetime | None = None
+    cut_lines: int = Field(0, description="extracted lines shortened by the line cap")
+    versions: dict[str, str] = Field(default_factory=dict, description="versions found")
+
+
+class Diagnosis(_Frozen):
+    """Ranked candidate failures for one log (or one job's logs)."""
+
+    schema_version: int = SCHEMA_VERSION
+    library_version: str
+    input: InputInfo
+    candidates: list[Candidate]
+    unexplained: list[Unexplained]
+
+    @property
+    def initiating(self) -> Candidate | None:
+        """The candidate that started the terminal episode, if any."""
+        return next((c for c in self.candidates if c.role == "initiating"), None)

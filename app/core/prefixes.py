@@ -1,0 +1,132 @@
+"""Launcher and logger line prefixes: rank, host and time, table-driven.
+
+Each entry is one launcher's or logger's prefix. Prefixes stack (a Slurm label
+before a torchrun rank before a timestamp), so `parse_prefixes` strips entries
+from the start of the line until none applies. A new launcher is one entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import regex
+
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+
+
+def _iso(m: regex.Match[str]) -> datetime | None:
+    text = m["time"].replace(",", ".").replace("Z", "+00:00")
+    if "." in text:  # fromisoformat wants at most 6 fraction digits
+        head, _, frac = text.partition(".")
+        digits = "".join(c for c in frac if c.isdigit())
+        text = f"{head}.{digits[:6].ljust(6, '0')}{frac[len(digits) :]}"
+    try:
+        parsed = datetime.fromisoformat(text.replace(" ", "T", 1))
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=None) - (parsed.utcoffset() or _ZERO)
+
+
+def _glog(m: regex.Match[str]) -> datetime | None:
+    # glog has no year; 1900 keeps it comparable with itself, never with ISO times.
+    try:
+        return datetime.strptime(f"1900{m['md']} {m['clock']}", "%Y%m%d %H:%M:%S.%f")
+    except ValueError:
+        return None
+
+
+def _syslog(m: regex.Match[str]) -> datetime | None:
+    try:
+        clock = datetime.strptime(m["clock"], "%H:%M:%S")
+        return datetime(1900, _MONTHS[m["mon"]], int(m["day"]), clock.hour, clock.minute, clock.second)
+    except (KeyError, ValueError):
+        return None
+
+
+_ZERO = datetime(2000, 1, 1) - datetime(2000, 1, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixRule:
+    """One prefix: a pattern anchored at the current position and how to read its time."""
+
+    name: str
+    pattern: regex.Pattern[str]
+    time: Callable[[regex.Match[str]], datetime | None] | None = None
+
+
+def _rule(name: str, pattern: str, time: Callable[[regex.Match[str]], datetime | None] | None = None) -> PrefixRule:
+    return PrefixRule(name, regex.compile(pattern), time)
+
+
+_ISO = r"(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)"
+
+RULES: tuple[PrefixRule, ...] = (
+    # torchrun / torch.distributed.run --tee: "[rank3]:" (>= 2.2) and "[default3]:" (older)
+    _rule("torchrun", r"\[(?:rank|default)(?P<rank>\d{1,6})\]:[ ]?"),
+    # Open MPI --tag-output: "[1,3]<stderr>:"
+    _rule("mpirun", r"\[(?P<job>\d{1,6}),(?P<rank>\d{1,6})\]<(?:stdout|stderr|stddiag)>:[ ]?"),
+    # Slurm srun --label, and torchrun's "--tee" with a numeric line prefix: "3: "
+    _rule("srun_label", r"(?P<rank>\d{1,6}): "),
+    # NCCL debug lines: "host:pid:tid [3] NCCL INFO ..." (the NCCL word stays content)
+    _rule(
+        "nccl",
+        r"(?P<host>[A-Za-z0-9][\w.-]{0,62}):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<rank>\d{1,6})\] (?=NCCL)",
+    ),
+    # ISO 8601 and Python logging's "[YYYY-MM-DD HH:MM:SS,mmm]", bracketed or not
+    _rule("iso", r"\[?" + _ISO + r"\]?(?:[ \t]+|$)", _iso),
+    # glog and c10 logging: "I0614 10:12:33.456789  1234 file.cpp:12] " (bracketed in c10)
+    _rule(
+        "glog",
+        r"\[?(?P<level>[IWEF])(?P<md>\d{4}) (?P<clock>\d\d:\d\d:\d\d\.\d{1,9})\s{1,8}(?P<pid>\d{1,9})"
+        r" (?P<src>[^\]\s]{1,200})\] ?",
+        _glog,
+    ),
+    # syslog: "Jun 14 10:12:33 node1 kernel: "
+    _rule(
+        "syslog",
+        r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<day>[ \d]\d) (?P<clock>\d\d:\d\d:\d\d)"
+        r" (?P<host>[\w.-]{1,63}) (?P<prog>[\w./-]{1,64})(?:\[\d{1,9}\])?: ",
+        _syslog,
+    ),
+    # journald short-iso after the timestamp: "node1 kernel: "
+    _rule("journal_host", r"(?P<host>[\w.-]{1,63}) kernel: "),
+    # kernel ring buffer (dmesg): "[12345.678901] "
+    _rule("kernel", r"\[\s{0,12}\d{1,10}\.\d{1,9}\] ?"),
+    # DeepSpeed launcher / pdsh: "worker-1: " (a host name holds a digit)
+    _rule("pdsh", r"(?P<host>[a-z][a-z0-9-]{0,62}\d[a-z0-9.-]{0,62}|\d{1,3}(?:\.\d{1,3}){3}): "),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix:
+    """What the prefixes of one line say."""
+
+    end: int = 0
+    rank: int | None = None
+    host: str | None = None
+    time: datetime | None = None
+
+
+def parse_prefixes(text: str, rules: tuple[PrefixRule, ...] = RULES) -> Prefix:
+    """Strip known prefixes from the start of a line; return where content starts."""
+    pos, rank, host, time = 0, None, None, None
+    for _ in range(6):  # prefixes stack a few deep at most
+        for rule in rules:
+            m = rule.pattern.match(text, pos)
+            if m is None or m.end() == pos:
+                continue
+            groups = m.groupdict()
+            if rank is None and groups.get("rank") is not None:
+                rank = int(groups["rank"])
+            if host is None and groups.get("host"):
+                host = groups["host"]
+            if time is None and rule.time is not None:
+                time = rule.time(m)
+            pos = m.end()
+            break
+        else:
+            break
+    return Prefix(pos, rank, host, time)

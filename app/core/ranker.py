@@ -1,0 +1,368 @@
+"""Turn pattern hits into ranked candidates: what started it, what only echoes it.
+
+Rules (DESIGN.md, "Ranking"):
+
+* confidence is a noisy-or of the weights of the distinct patterns that matched;
+* a failure the run survived (much training progress after it) is earlier trouble;
+* in the terminal episode, a failure whose `consequence_of` names one seen before it,
+  or whose role is `collateral`, is collateral; the earliest remaining root failure
+  initiates, unless a launcher summary names the rank that failed first;
+* error lines no signature explains are reported as unexplained.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import regex
+
+from app.core.library import Library
+from app.core.matcher import FileScan, LineHit, PatternHits
+from app.core.models import LIKELY, Candidate, Evidence, Unexplained
+from app.core.signature import Pattern, Signature
+from app.core.versions import satisfies
+
+SURVIVED_PROGRESS = 10  # progress lines after a failure that mean the run went on
+MAX_EVIDENCE = 8
+MAX_UNEXPLAINED = 20
+ROOT_RANK_FACT = "root_rank"  # capture name of a launcher's "first observed failure" rank
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a hit is, comparable across files by time and within a file by line."""
+
+    file_index: int
+    line: int
+    time: datetime | None
+
+    def before(self, other: Position) -> bool:
+        if self.file_index == other.file_index:
+            return self.line < other.line
+        if self.time is not None and other.time is not None:
+            return self.time < other.time
+        return self.file_index < other.file_index
+
+
+@dataclass(slots=True)
+class Found:
+    """A signature that matched, before roles are given."""
+
+    sig: Signature
+    confidence: float
+    first: tuple[FileScan, LineHit]
+    last_line: dict[int, int]  # file index -> last fingerprint line
+    count: int
+    evidence: list[tuple[LineHit, Pattern, str]]
+    facts: dict[str, str]
+    ranks: set[int] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def position(self) -> Position:
+        scan, hit = self.first
+        return Position(scan.index, hit.line.no, hit.line.time)
+
+
+def _near(lines: Sequence[int], anchor: int, before: int, after: int) -> bool:
+    return any(anchor - before <= n <= anchor + after for n in lines)
+
+
+class _Judge:
+    """Decides which hits of a signature count (emitted, near, excludes)."""
+
+    def __init__(self, library: Library, scan: FileScan) -> None:
+        self.library = library
+        self.scan = scan
+
+    def lines_of(self, pattern: str) -> list[int]:
+        idx = self.library.index.get(pattern)
+        hits = self.scan.hits.get(idx) if idx is not None else None
+        return hits.lines if hits is not None else []
+
+    def valid(self, sig: Signature, pattern: Pattern, hit: LineHit) -> str | None:
+        """Why a hit does not count, or None when it does."""
+        emitted = (pattern.source or sig.source) == "emitted"
+        if emitted and hit.span[0] > hit.line.content_start:
+            return f"{pattern.name}: not at the start of the line's content (source: emitted)"
+        window = pattern.window or sig.window
+        no = hit.line.no
+        for companion in pattern.near:
+            if not _near(self.lines_of(companion), no, window.before, window.after):
+                return f"{pattern.name}: companion {companion!r} not within the window"
+        for ex in sig.excludes:
+            if _near(self.lines_of(ex.regex), no, sig.window.before, sig.window.after):
+                return f"{pattern.name}: vetoed by exclude {ex.regex!r} ({ex.reason})"
+        return None
+
+
+def find_signatures(
+    library: Library, scans: Sequence[FileScan], versions: dict[str, str]
+) -> tuple[list[Found], dict[str, list[str]]]:
+    """Every signature with at least one valid fingerprint hit; also why others did not count."""
+    found: list[Found] = []
+    rejected: dict[str, list[str]] = {}
+    for sig in library.signatures.values():
+        matched: dict[str, float] = {}
+        hits: list[tuple[FileScan, LineHit, Pattern, str]] = []
+        last_line: dict[int, int] = {}
+        count = 0
+        reasons: list[str] = []
+        for scan in scans:
+            judge = _Judge(library, scan)
+            for kind, patterns in (("fingerprint", sig.fingerprints), ("symptom", sig.symptoms)):
+                for pattern in patterns:
+                    ph: PatternHits | None = scan.hits.get(library.index[pattern.regex])
+                    if ph is None:
+                        continue
+                    valid = []
+                    for hit in ph.first:
+                        why = judge.valid(sig, pattern, hit)
+                        if why:
+                            reasons.append(why)
+                        else:
+                            valid.append(hit)
+                            hits.append((scan, hit, pattern, kind))
+                    if not valid:
+                        continue
+                    matched[pattern.name] = pattern.weight
+                    if kind == "fingerprint":
+                        # Hits past the kept ones were not judged; trust them only if all kept ones passed.
+                        every = len(valid) == len(ph.first)
+                        count = max(count, ph.count if every else len(valid))
+                        last = ph.last_line if every else valid[-1].line.no
+                        last_line[scan.index] = max(last_line.get(scan.index, 0), last)
+        fingerprints = [h for h in hits if h[3] == "fingerprint"]
+        if not fingerprints:
+            if reasons:
+                rejected[sig.id] = reasons
+            continue
+        confidence = 1 - math.prod(1 - w for w in matched.values())
+        notes = []
+        for package, spec in sig.applies_to.items():
+            if package in versions and not satisfies(versions[package], spec):
+                confidence *= 0.5
+                notes.append(f"{package} {versions[package]} is outside {spec}")
+        fingerprints.sort(key=lambda h: (h[0].index, h[1].line.no))
+        first_scan, first_hit = fingerprints[0][0], fingerprints[0][1]
+        evidence = _pick_evidence(hits)
+        facts: dict[str, str] = {}
+        for _, hit, _, _ in sorted(hits, key=lambda h: (h[3] != "fingerprint", h[0].index, h[1].line.no)):
+            for key, value in hit.groups.items():
+                facts.setdefault(key, value.strip())
+        ranks = {h[1].line.rank for h in fingerprints if h[1].line.rank is not None}
+        if first_hit.line.rank is not None:
+            facts.setdefault("rank", str(first_hit.line.rank))
+        found.append(
+            Found(
+                sig=sig,
+                confidence=round(min(confidence, 0.99), 3),
+                first=(first_scan, first_hit),
+                last_line=last_line,
+                count=count,
+                evidence=[(h, p, k) for _, h, p, k in evidence],
+                facts=facts,
+                ranks=ranks,
+                notes=notes,
+            )
+        )
+    return found, rejected
+
+
+def _pick_evidence(
+    hits: list[tuple[FileScan, LineHit, Pattern, str]],
+) -> list[tuple[FileScan, LineHit, Pattern, str]]:
+    """The first hit of each pattern, then the first hit on each other rank, in log order."""
+    chosen: list[tuple[FileScan, LineHit, Pattern, str]] = []
+    seen_patterns: set[str] = set()
+    seen_ranks: set[int | None] = set()
+    ordered = sorted(hits, key=lambda h: (h[0].index, h[1].line.no))
+    for h in ordered:
+        if h[2].name not in seen_patterns:
+            seen_patterns.add(h[2].name)
+            seen_ranks.add(h[1].line.rank)
+            chosen.append(h)
+    for h in ordered:
+        if len(chosen) >= MAX_EVIDENCE:
+            break
+        if h[1].line.rank not in seen_ranks and h[3] == "fingerprint":
+            seen_ranks.add(h[1].line.rank)
+            chosen.append(h)
+    unique = {(id(h[0]), h[1].line.no, h[2].name): h for h in chosen[:MAX_EVIDENCE]}
+    return sorted(unique.values(), key=lambda h: (h[0].index, h[1].line.no))
+
+
+def _survived(f: Found, scans: Sequence[FileScan]) -> int:
+    """Progress lines after the failure's last hit (0 if the run did not go on)."""
+    best = 0
+    for scan in scans:
+        last = f.last_line.get(scan.index)
+        if last is not None:
+            best = max(best, sum(1 for n in scan.progress if n > last))
+    return best
+
+
+def _fill(text: str, facts: dict[str, str]) -> str:
+    """Replace {name} with captured facts; leave unknown braces alone (code keeps its braces)."""
+    return regex.sub(r"\{([a-z][a-z0-9_]*)\}", lambda m: facts.get(m[1], m[0]), text)
+
+
+def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]:
+    """Give each found signature its role and order them best first."""
+    terminal: list[Found] = []
+    earlier: list[tuple[Found, int]] = []
+    for f in found:
+        progress = _survived(f, scans)
+        (earlier.append((f, progress)) if progress >= SURVIVED_PROGRESS else terminal.append(f))
+    terminal.sort(key=functools.cmp_to_key(_compare))
+
+    roles: dict[str, tuple[str, str | None, str]] = {}
+    present: list[Found] = []
+    for f in terminal:
+        cause = next(
+            (p for p in present if p.sig.id in f.sig.consequence_of and p.position.before(f.position)),
+            None,
+        )
+        if cause is not None:
+            roles[f.sig.id] = (
+                "collateral",
+                cause.sig.id,
+                f"follows {cause.sig.title} (line {cause.position.line}); it is usually an echo of that failure",
+            )
+        elif f.sig.role == "collateral":
+            roles[f.sig.id] = ("collateral", None, "a report of a failure, not a cause of its own")
+        present.append(f)
+
+    roots = [f for f in terminal if f.sig.id not in roles]
+    root_rank = next(
+        (int(f.facts[ROOT_RANK_FACT]) for f in terminal if f.facts.get(ROOT_RANK_FACT, "").lstrip("-").isdigit()),
+        None,
+    )
+    initiating = _choose_initiating(roots, root_rank) or (terminal[0] if terminal else None)
+    if initiating is not None:
+        if root_rank is not None and root_rank in initiating.ranks:
+            why = f"the launcher names rank {root_rank} as the first failure, and this failure is on that rank"
+        elif initiating.sig.id in roles:
+            why = "no root failure is in the log; this report is the earliest evidence of what failed"
+        else:
+            why = "the earliest root failure of the run's final episode"
+        roles[initiating.sig.id] = ("initiating", None, why)
+        for f in terminal:
+            role, cause, text = roles.get(
+                f.sig.id,
+                (
+                    "contributing",
+                    None,
+                    "another failure in the final episode, after the initiating one",
+                ),
+            )
+            if role == "collateral" and cause is None and f is not initiating:
+                roles[f.sig.id] = (role, initiating.sig.id, text)
+            elif f.sig.id not in roles:
+                roles[f.sig.id] = (role, cause, text)
+
+    out: list[tuple[tuple[int, float, int], Candidate]] = []
+    for f in terminal:
+        role, cause, why = roles[f.sig.id]
+        order = {"initiating": 0, "contributing": 1, "collateral": 2}[role]
+        out.append(((order, -f.confidence, terminal.index(f)), _candidate(f, role, cause, why, "terminal")))
+    for f, progress in earlier:
+        why = f"the run went on for at least {progress} progress lines after it: earlier trouble, not the final failure"
+        out.append(
+            (
+                (3, -f.confidence, f.position.line),
+                _candidate(f, "contributing", None, why, "earlier"),
+            )
+        )
+    return [c for _, c in sorted(out, key=lambda o: o[0])]
+
+
+def _compare(a: Found, b: Found) -> int:
+    if a.position.before(b.position):
+        return -1
+    return 1 if b.position.before(a.position) else 0
+
+
+def _choose_initiating(roots: list[Found], root_rank: int | None) -> Found | None:
+    """Prefer the launcher's first-failed rank, then likely over possible, then the earliest."""
+    if root_rank is not None:
+        on_rank = [f for f in roots if root_rank in f.ranks]
+        if on_rank:
+            roots = on_rank
+    likely = [f for f in roots if f.confidence >= LIKELY]
+    return (likely or roots or [None])[0]
+
+
+def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -> Candidate:
+    scan, hit = f.first
+    sig = f.sig
+    why = "; ".join([why, *f.notes])
+    return Candidate(
+        id=sig.id,
+        title=sig.title,
+        layer=sig.layer,
+        severity=sig.severity,
+        confidence=f.confidence,
+        band="likely" if f.confidence >= LIKELY else "possible",
+        role=role,  # type: ignore[arg-type]
+        episode=episode,  # type: ignore[arg-type]
+        caused_by=cause,
+        why=why,
+        line=hit.line.no,
+        file=scan.name,
+        rank=hit.line.rank,
+        time=hit.line.time,
+        ranks=sorted(f.ranks),
+        count=f.count,
+        evidence=[
+            Evidence(
+                line=h.line.no,
+                file=h.line.file,
+                rank=h.line.rank,
+                time=h.line.time,
+                text=h.line.text,
+                span=h.span,
+                pattern=p.name,
+                kind=kind,  # type: ignore[arg-type]
+            )
+            for h, p, kind in f.evidence
+        ],
+        facts=f.facts,
+        summary=sig.summary,
+        fix=[_fill(step, f.facts) for step in sig.fix],
+        verify=_fill(sig.verify, f.facts),
+        resume=sig.resume,
+        path=f"/failures/{sig.id}",
+    )
+
+
+_NORMALISE = regex.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def unexplained(library: Library, scans: Iterable[FileScan]) -> list[Unexplained]:
+    """Generic error lines on which no signature pattern matched, deduplicated."""
+    error_ids = {i for i, rules in enumerate(library.rules) if any(r.kind == "error" for r in rules)}
+    sig_ids = [i for i, rules in enumerate(library.rules) if any(r.signature for r in rules)]
+    groups: dict[str, Unexplained] = {}
+    for scan in scans:
+        explained = {n for i in sig_ids if (h := scan.hits.get(i)) for n in h.lines}
+        seen_lines: set[int] = set()
+        for idx in error_ids:
+            hits = scan.hits.get(idx)
+            for hit in hits.first if hits else ():
+                line = hit.line
+                if line.no in explained or line.no in seen_lines:
+                    continue
+                seen_lines.add(line.no)
+                text = line.text[line.content_start :].strip()
+                key = _NORMALISE.sub("#", text)[:300]
+                prior = groups.get(key)
+                if prior is None:
+                    groups[key] = Unexplained(text=text[:500], count=1, line=line.no, file=line.file, rank=line.rank)
+                else:
+                    groups[key] = prior.model_copy(update={"count": prior.count + 1})
+    return sorted(groups.values(), key=lambda u: (u.file or "", u.line))[:MAX_UNEXPLAINED]

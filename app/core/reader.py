@@ -1,0 +1,171 @@
+"""Read a log as bounded chunks and normalised lines, whatever its size or encoding.
+
+Two levels share one definition of a line:
+
+* `iter_chunks` streams a source as blocks that end on a line break (or, for an
+  absurdly long line, mid-line), with ANSI escapes removed; the matcher scans these.
+* `read_lines` yields every line as a `Line` (decoded, capped, prefixes parsed);
+  `make_line` does the same for one line the matcher picked out.
+
+Line numbers count ``\\n`` (CRLF folds into it). A lone ``\\r`` splits a physical
+line into frames (progress-bar redraws): frames keep their line's number.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from app.core.models import Line
+from app.core.prefixes import parse_prefixes
+
+Source = str | Path | bytes | bytearray | memoryview | BinaryIO
+
+BLOCK = 4 << 20  # bytes read at a time
+MAX_CARRY = 1 << 20  # a line longer than this is scanned in pieces
+LINE_CAP = 8192  # characters of one line kept for display and per-line work
+
+# CSI (colours, cursor moves) and OSC (titles, OSC-8 hyperlinks) sequences, and stray
+# two-byte escapes. Bounded repeats keep it linear.
+_ANSI = re.compile(
+    rb"\x1b\[[0-9;:?<=>]{0,64}[ -/]{0,8}[@-~]"
+    rb"|\x1b\][^\x07\x1b\n]{0,4096}(?:\x07|\x1b\\)"
+    rb"|\x1b[@-Z\\-_]"
+)
+_CR_TO_LF = bytes.maketrans(b"\r", b"\n")
+# A redraw of a progress bar: tqdm ("45%|", "it/s]"), Keras ("12/100 [==>").
+_PROGRESS = re.compile(r"\d%\||\d+/\d+ \[|it/s\]|s/it\]")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A block of the log: whole lines, except where a line is too long to hold."""
+
+    data: bytes  # ANSI stripped; original \n and \r kept
+    first_line: int  # physical line number of data[0]
+    mid_frame: bool  # data[0] continues a frame cut for length (not a frame start)
+    newlines: int  # count of \n in data
+    file: str | None = None
+
+    def scan_view(self) -> bytes:
+        """The bytes to scan: every frame on a line of its own, same offsets as data."""
+        return self.data.translate(_CR_TO_LF) if b"\r" in self.data else self.data
+
+
+def _open(source: Source) -> tuple[BinaryIO, bool]:
+    if isinstance(source, (str, Path)):
+        return open(source, "rb"), True  # noqa: SIM115 - closed by the caller
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return io.BytesIO(bytes(source)), True
+    return source, False
+
+
+def source_name(source: Source) -> str | None:
+    """The file name to show for a source, if it has one."""
+    if isinstance(source, (str, Path)):
+        return str(source)
+    name = getattr(source, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def strip_ansi(data: bytes) -> bytes:
+    """Remove terminal escape sequences."""
+    return _ANSI.sub(b"", data) if b"\x1b" in data else data
+
+
+def iter_chunks(source: Source, *, block: int = BLOCK, file: str | None = None) -> Iterator[Chunk]:
+    """Stream a source as chunks of whole lines; memory stays bounded by a few blocks."""
+    stream, owned = _open(source)
+    try:
+        line = 1
+        carry = b""
+        mid_frame = False
+        while True:
+            raw = stream.read(block)
+            if not raw:
+                break
+            buf = carry + raw if carry else raw
+            end = buf.rfind(b"\n") + 1
+            if end == 0 and len(buf) > MAX_CARRY:
+                # One line longer than we hold: cut at a frame break if there is one.
+                end = buf.rfind(b"\r") + 1 or len(buf)
+                # An escape sequence cut in two would survive stripping; keep it whole.
+                esc = buf.rfind(b"\x1b", max(0, end - 64), end)
+                if esc > 0:
+                    end = esc
+            if end == 0:
+                carry = buf
+                continue
+            data, carry = buf[:end], buf[end:]
+            newlines = data.count(b"\n")
+            yield Chunk(strip_ansi(data), line, mid_frame, newlines, file)
+            line += newlines
+            mid_frame = not data.endswith((b"\n", b"\r"))
+        if carry:
+            yield Chunk(strip_ansi(carry), line, mid_frame, carry.count(b"\n"), file)
+    finally:
+        if owned:
+            stream.close()
+
+
+def decode(data: bytes, cap: int = LINE_CAP) -> tuple[str, int]:
+    """Decode one line to text (invalid UTF-8 replaced, NUL removed), capped; return cut bytes."""
+    cut = 0
+    if len(data) > cap * 4:
+        cut = len(data) - cap * 4
+        data = data[: cap * 4]
+    text = data.decode("utf-8", errors="replace").replace("\x00", "").rstrip("\r\n")
+    if len(text) > cap:
+        cut += len(text[cap:].encode("utf-8", errors="replace"))
+        text = text[:cap]
+    return text, cut
+
+
+def make_line(data: bytes, no: int, *, file: str | None = None) -> Line:
+    """Build a `Line` from the raw bytes of one frame."""
+    text, cut = decode(data)
+    prefix = parse_prefixes(text)
+    return Line(
+        no=no,
+        text=text,
+        file=file,
+        rank=prefix.rank,
+        host=prefix.host,
+        time=prefix.time,
+        content_start=prefix.end,
+        cut=cut,
+    )
+
+
+def _frames(physical: bytes) -> Iterable[bytes]:
+    """The frames of one physical line worth keeping: progress redraws collapse to the last."""
+    if b"\r" not in physical:
+        yield physical
+        return
+    parts = [p for p in physical.split(b"\r") if p.strip()]
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if last or not _PROGRESS.search(part[:512].decode("utf-8", errors="replace")):
+            yield part
+
+
+def read_lines(source: Source, *, file: str | None = None) -> Iterator[Line]:
+    """Yield every line of a log, numbered and normalised, in bounded memory."""
+    name = file if file is not None else source_name(source)
+    for chunk in iter_chunks(source, file=name):
+        no = chunk.first_line
+        pieces = chunk.data.split(b"\n")
+        if chunk.data.endswith(b"\n"):
+            pieces.pop()
+        for i, physical in enumerate(pieces):
+            if i == 0 and chunk.mid_frame:
+                # The rest of a frame already capped in the previous chunk.
+                physical = physical.partition(b"\r")[2]
+            for frame in _frames(physical):
+                if frame.strip():
+                    yield make_line(frame, no, file=name)
+            no += 1

@@ -1,0 +1,146 @@
+"""The schema of one signature file: a matcher and an encyclopedia entry in one.
+
+The YAML keys map one to one onto these models; unknown keys are errors
+(``extra="forbid"``) so a typo never silently drops knowledge.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+Id = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")]
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+Text = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
+
+Role = Literal["root", "collateral", "either"]
+Source = Literal["any", "emitted"]
+Severity = Literal["critical", "error", "warning"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Window(_Strict):
+    """Lines before and after an anchor line in which companion patterns must appear."""
+
+    before: int = Field(default=10, ge=0, le=500)
+    after: int = Field(default=10, ge=0, le=500)
+
+
+class Pattern(_Strict):
+    """One pattern: a fingerprint (creates a candidate) or a symptom (raises confidence)."""
+
+    name: Name
+    regex: Text
+    weight: float = Field(gt=0, le=1)
+    # What the message tells the reader (the encyclopedia's symptoms table).
+    means: str | None = None
+    # The literal message as users see it, shown copyable; the lint checks it matches.
+    message: str | None = None
+    # "emitted": the match must start the line's content (after launcher prefixes),
+    # so a quote of the message inside prose or a traceback string does not count.
+    source: Source | None = None
+    # Companion patterns that must all match within the window (this pattern's own
+    # `window` if set, else the signature's), e.g. a header line a few lines above.
+    near: tuple[Text, ...] = ()
+    window: Window | None = None
+
+
+class Exclude(_Strict):
+    """A pattern that vetoes the signature when it appears within the window of a hit."""
+
+    regex: Text
+    reason: Text
+
+
+class RootCause(_Strict):
+    cause: Text
+    tell: Text  # how to tell this cause apart from the others
+
+
+class DeadEnd(_Strict):
+    attempt: Text
+    why: Text
+
+
+class CodeExample(_Strict):
+    stack: Text  # "PyTorch", "Hugging Face Trainer", "DeepSpeed", ...
+    title: Text
+    language: Text = "python"
+    code: Text
+    why: Text
+
+
+class Reference(_Strict):
+    title: Text
+    url: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")]
+
+
+class Faq(_Strict):
+    q: Text
+    a: Text
+
+
+class Example(_Strict):
+    log: Text
+    source: Text  # where the excerpt comes from: an issue thread, docs page or source file
+
+
+class Examples(_Strict):
+    match: tuple[Example, ...] = Field(min_length=1)
+    no_match: tuple[Example, ...] = Field(min_length=1)
+
+
+class Signature(_Strict):
+    """A failure class: how to recognise it and what to do about it."""
+
+    # identity
+    id: Id
+    title: Text
+    layer: Name
+    tags: tuple[Name, ...] = ()
+    severity: Severity = "error"
+    summary: Text
+
+    # matching
+    fingerprints: tuple[Pattern, ...] = Field(min_length=1)
+    symptoms: tuple[Pattern, ...] = ()
+    excludes: tuple[Exclude, ...] = ()
+    window: Window = Window()
+    source: Source = "any"
+    applies_to: dict[Name, Text] = Field(default_factory=dict)
+    role: Role = "root"
+    consequence_of: tuple[Id, ...] = ()
+
+    # knowledge
+    mechanism: Text
+    root_causes: tuple[RootCause, ...] = Field(min_length=1)
+    confirm: tuple[Text, ...] = Field(min_length=1)
+    fix: tuple[Text, ...] = Field(min_length=1)
+    verify: Text
+    resume: Text
+    dead_ends: tuple[DeadEnd, ...] = ()
+    prevention: tuple[Text, ...] = Field(min_length=1)
+    code_examples: tuple[CodeExample, ...] = ()
+    references: tuple[Reference, ...] = Field(min_length=1)
+    faq: tuple[Faq, ...] = ()
+    related: tuple[Id, ...] = ()
+
+    # tests
+    examples: Examples
+
+    @field_validator("fingerprints", "symptoms")
+    @classmethod
+    def _unique_names(cls, patterns: tuple[Pattern, ...]) -> tuple[Pattern, ...]:
+        names = [p.name for p in patterns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate pattern names: {', '.join(dupes)}")
+        return patterns
+
+    def all_patterns(self) -> tuple[Pattern, ...]:
+        """Fingerprints then symptoms."""
+        return self.fingerprints + self.symptoms

@@ -1,0 +1,106 @@
+"""Errors Tracelore raises on purpose, each with an HTTP status and a problem type.
+
+    TraceloreError
+    ├── BadInput          400  malformed request or log
+    │   ├── EmptyLog      422  nothing to diagnose
+    │   └── NotText       415  binary data, not a text log
+    ├── UnsupportedType   415  wrong content type or encoding
+    ├── TooLarge          413  over a size limit (says which)
+    ├── NotFound          404
+    ├── QuotaSpent        429  daily allowance used up
+    ├── Overloaded        503  too many diagnoses in flight
+    └── LibraryError      500  the signature library is broken (at start-up, never per request)
+
+The web layer renders any of these as application/problem+json; the CLI prints
+`detail` and exits 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class TraceloreError(Exception):
+    """Base of every deliberate error."""
+
+    status = 500
+    type = "about:blank"
+    title = "Internal error"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class BadInput(TraceloreError):
+    status = 400
+    type = "/problems/bad-input"
+    title = "Malformed input"
+
+
+class EmptyLog(BadInput):
+    status = 422
+    type = "/problems/empty-log"
+    title = "Empty log"
+
+
+class NotText(BadInput):
+    status = 415
+    type = "/problems/not-text"
+    title = "Not a text log"
+
+
+class UnsupportedType(TraceloreError):
+    status = 415
+    type = "/problems/unsupported-media-type"
+    title = "Unsupported media type"
+
+
+class TooLarge(TraceloreError):
+    status = 413
+    type = "/problems/too-large"
+    title = "Log too large"
+
+
+class NotFound(TraceloreError):
+    status = 404
+    type = "/problems/not-found"
+    title = "Not found"
+
+
+class QuotaSpent(TraceloreError):
+    status = 429
+    type = "/problems/quota-spent"
+    title = "Daily allowance used up"
+
+
+class Overloaded(TraceloreError):
+    status = 503
+    type = "/problems/overloaded"
+    title = "Too many diagnoses in progress"
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One problem in a signature file, located."""
+
+    path: Path
+    line: int | None
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{where}: {self.severity}: {self.message}"
+
+
+class LibraryError(TraceloreError):
+    """The signature library cannot be loaded; carries every issue found."""
+
+    type = "/problems/library"
+    title = "Signature library error"
+
+    def __init__(self, issues: list[Issue]) -> None:
+        self.issues = issues
+        super().__init__("\n".join(str(i) for i in issues))
