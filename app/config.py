@@ -24,8 +24,14 @@ class Settings(BaseSettings):
     workers: int = Field(1, ge=1, le=64, description="uvicorn worker processes")
     base_url: str = Field("", description="public URL of the service, for permalinks")
     max_upload_bytes: int = Field(50 << 20, ge=1024, description="largest log accepted, after decompression")
-    max_in_flight: int = Field(4, ge=1, description="diagnoses run at once; more get 503")
+    max_in_flight: int = Field(4, ge=1, description="diagnoses run at once per process; more get 503")
+    retry_after: int = Field(5, ge=1, description="seconds a client is told to wait after a 503")
     store_log: bool = Field(False, description="keep the whole log, not only the evidence windows")
+    context_lines: int = Field(5, ge=0, le=50, description="log lines kept before and after each evidence line")
+    retention_days: int = Field(30, ge=0, description="days a stored diagnosis is kept; 0 keeps it forever")
+    forwarded_allow_ips: str = Field(
+        "127.0.0.1", description="proxies whose X-Forwarded-* headers `tracelore serve` trusts (comma list or *)"
+    )
     secret_key: str = Field("", description="signs sessions and hashes client addresses; set it in production")
 
     @field_validator("database_url")

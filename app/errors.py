@@ -3,12 +3,13 @@
     TraceloreError
     ├── BadInput          400  malformed request or log
     │   ├── EmptyLog      422  nothing to diagnose
+    │   ├── Invalid       422  well-formed but invalid fields or options
     │   └── NotText       415  binary data, not a text log
     ├── UnsupportedType   415  wrong content type or encoding
     ├── TooLarge          413  over a size limit (says which)
     ├── NotFound          404
     ├── QuotaSpent        429  daily allowance used up
-    ├── Overloaded        503  too many diagnoses in flight
+    ├── Overloaded        503  too many diagnoses in flight (with Retry-After)
     └── LibraryError      500  the signature library is broken (at start-up, never per request)
 
 The web layer renders any of these as application/problem+json; the CLI prints
@@ -17,8 +18,10 @@ The web layer renders any of these as application/problem+json; the CLI prints
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 class TraceloreError(Exception):
@@ -28,9 +31,13 @@ class TraceloreError(Exception):
     type = "about:blank"
     title = "Internal error"
 
-    def __init__(self, detail: str) -> None:
+    def __init__(
+        self, detail: str, *, headers: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.headers = dict(headers or {})  # sent with the HTTP response, e.g. Retry-After
+        self.extra = dict(extra or {})  # extension members of the problem document
 
 
 class BadInput(TraceloreError):
@@ -43,6 +50,12 @@ class EmptyLog(BadInput):
     status = 422
     type = "/problems/empty-log"
     title = "Empty log"
+
+
+class Invalid(BadInput):
+    status = 422
+    type = "/problems/invalid"
+    title = "Invalid request"
 
 
 class NotText(BadInput):

@@ -28,27 +28,40 @@ TAXONOMY_FILE = "taxonomy.yaml"  # the list of failure classes, beside the signa
 PatternKind = Literal["fingerprint", "symptom", "near", "exclude", "error", "progress", "version"]
 
 
-def _re2_options() -> Any:
+def _re2_options(*, latin1: bool) -> Any:
     options = re2.Options()
     options.never_nl = True  # a pattern never spans two lines of a chunk
     options.max_mem = 64 << 20
+    if latin1:
+        # Bytes as bytes, like `rg --no-unicode`: invalid UTF-8 in a log cannot hide a match.
+        options.encoding = re2.Options.Encoding.LATIN1
     return options
 
 
-_OPTIONS = _re2_options()
+_SCAN = _re2_options(latin1=True)
+_TEXT = _re2_options(latin1=False)
+
+
+def _scan_pattern(pattern: str) -> bytes:
+    # (?m): ^ and $ work per line inside a chunk, as they do on a single line.
+    return ("(?m)" + pattern).encode("utf-8")
 
 
 def compile_re2(pattern: str) -> Any:
-    """Compile a pattern for RE2 (linear time) over bytes, one line at a time."""
-    # (?m): ^ and $ work per line inside a chunk, as they do on a single line.
-    return re2.compile("(?m)" + pattern, _OPTIONS)
+    """Compile a pattern for RE2 (linear time) over raw log bytes, one line at a time."""
+    return re2.compile(_scan_pattern(pattern), _SCAN)
+
+
+def compile_text(pattern: str) -> Any:
+    """Compile a pattern for RE2 over one decoded line (spans in characters)."""
+    return re2.compile(pattern, _TEXT)
 
 
 def _compile_set(patterns: Iterable[str]) -> Any:
     """One automaton for all patterns: a chunk is scanned once whatever their number."""
-    prefilter = re2.Set.SearchSet(_OPTIONS)
+    prefilter = re2.Set.SearchSet(_SCAN)
     for pattern in patterns:
-        prefilter.Add("(?m)" + pattern)
+        prefilter.Add(_scan_pattern(pattern))
     prefilter.Compile()
     return prefilter
 
@@ -70,7 +83,8 @@ class Library:
     regexes: tuple[str, ...]  # distinct patterns, the engine's index order
     rules: tuple[tuple[Rule, ...], ...]  # per regex: who uses it
     version: str
-    compiled: tuple[Any, ...] = field(repr=False)  # RE2 per regex
+    compiled: tuple[Any, ...] = field(repr=False)  # RE2 per regex, over raw bytes
+    confirm: tuple[Any, ...] = field(repr=False)  # RE2 per regex, over a decoded line
     index: Mapping[str, int] = field(repr=False)  # regex -> engine index
     prefilter: Any = field(repr=False)  # RE2 Set of all regexes: which hit in a chunk
     paths: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
@@ -130,7 +144,11 @@ def parse_signature(text: str, path: Path) -> tuple[Signature | None, list[Issue
         sig = Signature.model_validate(data)
     except ValidationError as exc:
         issues = []
-        for err in exc.errors():
+        errors = exc.errors()
+        deeper = {err["loc"][:i] for err in errors for i in range(len(err["loc"]))}
+        for err in errors:
+            if err["type"] == "too_short" and err["loc"] in deeper:
+                continue  # pydantic's echo of an invalid item below this one
             where = ".".join(str(p) for p in err["loc"]) or "(file)"
             issues.append(Issue(path, _line_of(node, err["loc"]), f"{where}: {err['msg']}"))
         return None, issues
@@ -147,6 +165,7 @@ def pattern_problem(pattern: str) -> str | None:
         return f"does not compile: {exc}"
     try:
         compile_re2(pattern)
+        compile_text(pattern)
     except re2.error as exc:
         return f"not supported by the linear-time engine (RE2): {exc}"
     return None
@@ -198,6 +217,7 @@ def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] 
         rules=tuple(tuple(u) for u in users),
         version=digest.hexdigest()[:12],
         compiled=tuple(compile_re2(p) for p in regexes),
+        confirm=tuple(compile_text(p) for p in regexes),
         index=MappingProxyType(dict(order)),
         prefilter=_compile_set(regexes),
         paths=MappingProxyType(dict(paths or {})),

@@ -84,7 +84,8 @@ def _groups(match: Any) -> dict[str, str]:
     for key, value in match.groupdict().items():
         if value is None:
             continue
-        out[key] = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+        name = key.decode() if isinstance(key, bytes) else key
+        out[name] = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
     return out
 
 
@@ -118,7 +119,7 @@ class _FileScanner:
             if idx in self.plan.progress:
                 self.progress_chunks = [*self.progress_chunks[-1:], chunk]
                 continue
-            if idx in self.plan.version and all(k in scan.versions for k in self.library.compiled[idx].groupindex):
+            if idx in self.plan.version and all(k in scan.versions for k in self.library.confirm[idx].groupindex):
                 continue
             if idx in self.plan.error and self.errors_kept >= KEEP_ERRORS:
                 continue
@@ -156,7 +157,7 @@ class _FileScanner:
             if line is None:
                 end = view.find(b"\n", offset)
                 line = lines[start] = make_line(data[start : end if end >= 0 else len(data)], no, file=scan.name)
-            confirmed = self.library.compiled[idx].search(line.text)
+            confirmed = self.library.confirm[idx].search(line.text)
             if confirmed is not None:
                 hit = LineHit(line, confirmed.span(), _groups(confirmed))
             else:  # cut by the line cap or changed by decoding: keep the line, no span

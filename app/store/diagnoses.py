@@ -1,0 +1,134 @@
+"""Stored diagnoses: save, fetch, purge. Functions take a Session first and never commit."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from app.core.models import Diagnosis
+from app.store.tables import DiagnosisRow
+
+
+class WindowLine(BaseModel):
+    """One line of log context."""
+
+    model_config = ConfigDict(frozen=True)
+
+    no: int
+    text: str
+
+
+class Window(BaseModel):
+    """Consecutive log lines around evidence, from one file."""
+
+    model_config = ConfigDict(frozen=True)
+
+    file: str | None = None
+    lines: list[WindowLine] = Field(default_factory=list)
+
+
+class Record(BaseModel):
+    """A stored diagnosis with what the store knows about it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    created_at: datetime
+    subject: str
+    tier: str
+    input_bytes: int
+    input_sha256: str
+    diagnosis: Diagnosis
+    windows: list[Window]
+    has_log: bool
+
+
+_WINDOWS = TypeAdapter(list[Window])
+
+
+def new_id() -> str:
+    """An unguessable permalink id (128 random bits)."""
+    return secrets.token_urlsafe(16)
+
+
+def _aware(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes; everything stored is UTC.
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _record(row: DiagnosisRow) -> Record:
+    return Record(
+        id=row.id,
+        created_at=_aware(row.created_at),
+        subject=row.subject,
+        tier=row.tier,
+        input_bytes=row.input_bytes,
+        input_sha256=row.input_sha256,
+        diagnosis=Diagnosis.model_validate_json(row.diagnosis_json),
+        windows=_WINDOWS.validate_json(row.windows_json),
+        has_log=row.log_gz is not None,
+    )
+
+
+def save_diagnosis(
+    session: Session,
+    *,
+    diagnosis: Diagnosis,
+    windows: list[Window],
+    subject: str,
+    tier: str,
+    input_bytes: int,
+    input_sha256: str,
+    created_at: datetime,
+    log_gz: bytes | None = None,
+) -> Record:
+    """Add a diagnosis to the session (flushed, not committed) and return it as stored."""
+    row = DiagnosisRow(
+        id=new_id(),
+        created_at=created_at,
+        subject=subject,
+        tier=tier,
+        input_bytes=input_bytes,
+        input_sha256=input_sha256,
+        library_version=diagnosis.library_version,
+        schema_version=diagnosis.schema_version,
+        diagnosis_json=diagnosis.model_dump_json(),
+        windows_json=_WINDOWS.dump_json(windows).decode(),
+        log_gz=log_gz,
+    )
+    session.add(row)
+    session.flush()
+    return _record(row)
+
+
+def get_diagnosis(session: Session, diagnosis_id: str, *, not_before: datetime | None = None) -> Record | None:
+    """A stored diagnosis by id, or None (also when it is older than not_before)."""
+    row = session.get(DiagnosisRow, diagnosis_id)
+    if row is None or (not_before is not None and _aware(row.created_at) < not_before):
+        return None
+    return _record(row)
+
+
+def get_log(session: Session, diagnosis_id: str, *, not_before: datetime | None = None) -> bytes | None:
+    """The gzip-compressed whole log of a stored diagnosis, if it was kept."""
+    row = session.execute(
+        select(DiagnosisRow.log_gz, DiagnosisRow.created_at).where(DiagnosisRow.id == diagnosis_id)
+    ).first()
+    if row is None or (not_before is not None and _aware(row.created_at) < not_before):
+        return None
+    return row.log_gz
+
+
+def purge_expired(session: Session, *, before: datetime) -> int:
+    """Delete diagnoses created before a time; return how many."""
+    result = session.execute(delete(DiagnosisRow).where(DiagnosisRow.created_at < before))
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def count_diagnoses(session: Session) -> int:
+    """How many diagnoses are stored."""
+    return int(session.scalar(select(func.count()).select_from(DiagnosisRow)) or 0)

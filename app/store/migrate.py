@@ -1,0 +1,43 @@
+"""Alembic, configured in code: no alembic.ini, the URL comes from the caller (or Settings)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+
+from app.store.db import make_engine
+
+MIGRATIONS = Path(__file__).resolve().parent.parent.parent / "migrations"
+
+
+def alembic_config(url: str, *, stdout: io.TextIOBase | None = None) -> Config:
+    """An Alembic Config for the database at url."""
+    cfg = Config(stdout=stdout) if stdout is not None else Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    # env.py reads the URL from here; passing it as an attribute avoids configparser's % interpolation.
+    cfg.attributes["url"] = url
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database at url up to a revision."""
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    """Migrate the database at url down to a revision ("base" empties it)."""
+    command.downgrade(alembic_config(url), revision)
+
+
+def current(url: str) -> str | None:
+    """The revision the database at url is at, or None if it was never migrated."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()

@@ -1,0 +1,1 @@
+"""The HTTP layer: parse and bound input, call the core in a worker thread, store, render."""

@@ -1,0 +1,145 @@
+"""`tracelore lint` reports each kind of broken signature, located, without stopping at the first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.core.library import load_library
+from app.core.lint import Taxonomy, lint
+from app.errors import LibraryError
+
+from .conftest import signature
+
+
+def good(id: str = "cuda.oom", **fields: Any) -> dict[str, Any]:
+    data = signature(id, ("oom", r"CUDA out of memory\. Tried to allocate (?P<size>\S+)", 0.9)).model_dump(
+        mode="json", exclude_defaults=True
+    )
+    data["layer"] = "memory"
+    data["examples"] = {
+        "match": [{"log": "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", "source": "test"}],
+        "no_match": [{"log": "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "source": "test"}],
+    }
+    data.update(fields)
+    return data
+
+
+def write(root: Path, data: dict[str, Any] | str, name: str = "cuda.oom", layer: str = "memory") -> Path:
+    path = root / layer / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def messages(root: Path, **kwargs: Any) -> list[str]:
+    return [f"{i.severity}: {i.message}" for i in lint(root, **kwargs).issues]
+
+
+def test_a_sound_file_passes(tmp_path: Path) -> None:
+    write(tmp_path, good())
+    report = lint(tmp_path)
+    assert report.issues == []
+    assert report.summary() == "1 files, 0 errors, 0 warnings"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"fingerprints": []}, "fingerprints: Tuple should have at least 1 item"),
+        ({"summary": None}, "summary: Input should be a valid string"),
+        ({"severity": "bad"}, "severity: Input should be 'critical', 'error' or 'warning'"),
+        ({"colour": "red"}, "colour: Extra inputs are not permitted"),
+        ({"references": [{"title": "x", "url": "not a url"}]}, "references.0.url: String should match pattern"),
+        ({"id": "cuda.other"}, "id 'cuda.other' does not match the file name"),
+        ({"layer": "gpu"}, "layer 'gpu' does not match folder 'memory'"),
+        ({"fingerprints": [{"name": "x", "regex": "(unclosed", "weight": 0.5}]}, "x: does not compile"),
+        (
+            {"fingerprints": [{"name": "x", "regex": "foo(?=bar)", "weight": 0.5}]},
+            "x: not supported by the linear-time engine",
+        ),
+        ({"fingerprints": [{"name": "x", "regex": r"a\nb", "weight": 0.5}]}, "x: patterns match one line"),
+        ({"fingerprints": [{"name": "x", "regex": r"(a+)+$", "weight": 0.5}]}, "x: catastrophic backtracking"),
+        (
+            {"fingerprints": [{"name": "x", "regex": "CUDA", "weight": 0.5, "message": "cuda"}]},
+            "x: its `message` does not match its regex",
+        ),
+        ({"related": ["no.such"]}, "related: unknown id 'no.such'"),
+        ({"consequence_of": ["cuda.oom"]}, "consequence_of: refers to itself"),
+        ({"applies_to": {"torch": "about 2"}}, "applies_to.torch: cannot read version range"),
+        ({"fix": ["Use {nothing}."]}, "warning: fix/verify uses {nothing} but no pattern captures it"),
+        (
+            {"examples": {"match": [{"log": "all good", "source": "t"}], "no_match": [{"log": "fine", "source": "t"}]}},
+            "examples.match[0] (t): expected cuda.oom on top, got nothing",
+        ),
+        (
+            {
+                "examples": {
+                    "match": [{"log": "CUDA out of memory. Tried to allocate 1 GiB", "source": "t"}],
+                    "no_match": [{"log": "CUDA out of memory. Tried to allocate 2 GiB", "source": "n"}],
+                }
+            },
+            "examples.no_match[0] (n): cuda.oom fired on a near miss",
+        ),
+    ],
+)
+def test_each_kind_of_break_is_reported(tmp_path: Path, change: dict[str, Any], expected: str) -> None:
+    write(tmp_path, good(**change))
+    found = messages(tmp_path)
+    assert any(expected in m for m in found), found
+
+
+def test_yaml_errors_and_duplicate_keys_are_located(tmp_path: Path) -> None:
+    write(tmp_path, "id: a.b\nid: a.c\n", name="a.b", layer="a")
+    write(tmp_path, "id: [unclosed\n", name="c.d", layer="c")
+    issues = lint(tmp_path).issues
+    assert [(i.path.name, i.line, i.message.split(":")[0]) for i in issues] == [
+        ("a.b.yaml", 2, "invalid YAML"),
+        ("c.d.yaml", 2, "invalid YAML"),
+    ]
+    assert "duplicate key 'id'" in issues[0].message
+
+
+def test_schema_errors_point_at_the_line(tmp_path: Path) -> None:
+    data = good()
+    data["fingerprints"][0]["weight"] = 7
+    path = write(tmp_path, data)
+    (issue,) = lint(tmp_path).issues
+    line = path.read_text().splitlines()[issue.line - 1]
+    assert "weight: 7" in line
+    assert str(issue).startswith(f"{path}:{issue.line}: error: fingerprints.0.weight")
+
+
+def test_all_issues_are_collected_and_duplicates_found(tmp_path: Path) -> None:
+    write(tmp_path, good())
+    write(tmp_path, good(), layer="memory2")
+    write(tmp_path, good(id="x.y", layer="x", title=None), name="x.y", layer="x")
+    write(tmp_path, good(id="x.z", layer="x", summary=None), name="x.z", layer="x")
+    found = messages(tmp_path)
+    assert len([m for m in found if m.startswith("error")]) >= 3
+    assert any("duplicate id 'cuda.oom'" in m for m in found)
+
+
+def test_taxonomy_layers_and_coverage(tmp_path: Path) -> None:
+    write(tmp_path, good())
+    taxonomy = Taxonomy({"cuda.oom": "gpu", "host.oom_killed": "memory"})
+    assert messages(tmp_path, taxonomy=taxonomy) == [
+        "error: layer 'memory', but the taxonomy puts cuda.oom in 'gpu'",
+        "warning: taxonomy id host.oom_killed has no signature file",
+    ]
+
+
+def test_load_library_raises_with_every_issue(tmp_path: Path) -> None:
+    write(tmp_path, good(summary=None))
+    write(tmp_path, good(id="x.y", layer="x", title=None), name="x.y", layer="x")
+    with pytest.raises(LibraryError) as caught:
+        load_library(tmp_path)
+    assert len(caught.value.issues) == 2
+
+
+def test_skip_by_check_id(tmp_path: Path) -> None:
+    write(tmp_path, good(fix=["Use {nothing}."]))
+    assert lint(tmp_path, skip=["placeholders"]).issues == []

@@ -1,0 +1,61 @@
+"""Every launcher's and logger's prefix: rank, host, time and where the content starts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from app.core.prefixes import parse_prefixes
+
+CASES = [
+    # line, rank, host, time, content
+    ("[rank3]: RuntimeError: x", 3, None, None, "RuntimeError: x"),
+    ("[default3]:RuntimeError: x", 3, None, None, "RuntimeError: x"),
+    ("3: RuntimeError: x", 3, None, None, "RuntimeError: x"),
+    ("[1,3]<stderr>: RuntimeError: x", 3, None, None, "RuntimeError: x"),
+    ("worker-1: RuntimeError: x", None, "worker-1", None, "RuntimeError: x"),
+    (
+        "node001: [2024-06-14 10:12:33,456] [INFO] x",
+        None,
+        "node001",
+        datetime(2024, 6, 14, 10, 12, 33, 456000),
+        "[INFO] x",
+    ),
+    ("2024-06-14T10:12:33.123456789Z x", None, None, datetime(2024, 6, 14, 10, 12, 33, 123456), "x"),
+    ("2024-06-14T12:12:33+02:00 x", None, None, datetime(2024, 6, 14, 10, 12, 33), "x"),
+    ("[2024-06-14 10:12:33,456] x", None, None, datetime(2024, 6, 14, 10, 12, 33, 456000), "x"),
+    ("I0614 10:12:33.456789  1234 train.cpp:12] x", None, None, datetime(1900, 6, 14, 10, 12, 33, 456789), "x"),
+    (
+        "[rank0]:[E0614 10:12:33.456789 1234 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog",
+        0,
+        None,
+        datetime(1900, 6, 14, 10, 12, 33, 456789),
+        "[Rank 0] Watchdog",
+    ),
+    ("node1:1234:5678 [2] NCCL INFO Bootstrap", 2, "node1", None, "NCCL INFO Bootstrap"),
+    ("[12345.678901] NVRM: Xid (PCI:0000:3b:00): 79", None, None, None, "NVRM: Xid (PCI:0000:3b:00): 79"),
+    (
+        "Jun 14 10:12:33 node7 kernel: [12345.678] Out of memory",
+        None,
+        "node7",
+        datetime(1900, 6, 14, 10, 12, 33),
+        "Out of memory",
+    ),
+    (
+        "2024-06-14T10:12:33+0000 node7 kernel: Out of memory",
+        None,
+        "node7",
+        datetime(2024, 6, 14, 10, 12, 33),
+        "Out of memory",
+    ),
+    ("0: [rank0]: x", 0, None, None, "x"),
+    ("Traceback (most recent call last):", None, None, None, "Traceback (most recent call last):"),
+    ("ERROR: x", None, None, None, "ERROR: x"),
+]
+
+
+@pytest.mark.parametrize(("line", "rank", "host", "time", "content"), CASES, ids=[c[0][:30] for c in CASES])
+def test_prefixes(line: str, rank: int | None, host: str | None, time: datetime | None, content: str) -> None:
+    p = parse_prefixes(line)
+    assert (p.rank, p.host, p.time, line[p.end :]) == (rank, host, time, content)

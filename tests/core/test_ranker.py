@@ -1,0 +1,128 @@
+"""Initiating vs collateral, lone timeouts, healthy logs, weak evidence, earlier trouble."""
+
+from __future__ import annotations
+
+from app.core import diagnose
+from app.core.library import Library
+
+OOM_CASCADE = """\
+[2024-06-14 10:00:00,000] INFO starting training, world size 8
+{'loss': 2.1, 'learning_rate': 5e-05, 'epoch': 0.1}
+[rank5]: Traceback (most recent call last):
+[rank5]:   File "train.py", line 88, in train_step
+[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a total capacity of 79.15 GiB
+[rank0]:[E0614 10:10:00.000000 1234 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600050 milliseconds before timing out.
+[rank1]:[E0614 10:10:00.000000 1235 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600050 milliseconds before timing out.
+W0614 10:10:01.000000 999 torch/distributed/elastic/multiprocessing/api.py:890] Sending process 1236 closing signal SIGTERM
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-06-14_10:10:01
+  host      : node1
+  rank      : 5 (local_rank: 5)
+  exitcode  : 1 (pid: 1240)
+============================================================
+"""
+
+
+def ids_roles(text: str, library: Library) -> list[tuple[str, str]]:
+    return [(c.id, c.role) for c in diagnose(text.encode(), library).candidates]
+
+
+def test_oom_on_one_rank_initiates_and_the_rest_is_collateral(cascade_library: Library) -> None:
+    d = diagnose(OOM_CASCADE.encode(), cascade_library)
+    first = d.candidates[0]
+    assert (first.id, first.role, first.rank, first.line) == ("cuda.oom", "initiating", 5, 5)
+    assert first.facts["requested"] == "2.00 GiB"
+    roles = {c.id: c for c in d.candidates}
+    assert roles["nccl.watchdog_timeout"].role == "collateral"
+    assert roles["nccl.watchdog_timeout"].caused_by == "cuda.oom"
+    assert roles["nccl.watchdog_timeout"].ranks == [0, 1]
+    assert roles["nccl.watchdog_timeout"].facts["op"] == "ALLREDUCE"
+    assert roles["dist.child_failed"].role == "collateral"
+    assert roles["dist.child_failed"].facts["root_rank"] == "5"
+    assert roles["dist.sigterm_collateral"].role == "collateral"
+    assert d.initiating is first
+
+
+def test_the_launcher_summary_picks_the_rank_that_failed_first(cascade_library: Library) -> None:
+    # Two OOMs; the launcher says rank 3 failed first although rank 5's line comes first.
+    log = OOM_CASCADE.replace("rank      : 5", "rank      : 3") + (
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB.\n"
+    )
+    d = diagnose(log.encode(), cascade_library)
+    assert d.candidates[0].id == "cuda.oom"
+    assert "rank 3" in d.candidates[0].why
+
+
+def test_a_lone_timeout_stays_the_root_cause(cascade_library: Library) -> None:
+    log = "\n".join(OOM_CASCADE.splitlines()[5:7]) + "\n"
+    assert ids_roles(log, cascade_library) == [("nccl.watchdog_timeout", "initiating")]
+
+
+def test_a_timeout_before_the_oom_is_not_its_echo(cascade_library: Library) -> None:
+    lines = OOM_CASCADE.splitlines()
+    log = "\n".join([lines[5], lines[4]]) + "\n"
+    assert ids_roles(log, cascade_library)[0] == ("nccl.watchdog_timeout", "initiating")
+
+
+def test_a_healthy_log_gives_no_candidates(cascade_library: Library) -> None:
+    log = "".join(f"{{'loss': {2 - i / 100:.3f}, 'epoch': {i / 100}}}\n" for i in range(100))
+    log += "UserWarning: TypedStorage is deprecated\nNCCL INFO Channel 00/02 : 0 1 2 3\n"
+    d = diagnose(log.encode(), cascade_library)
+    assert d.candidates == []
+    assert d.input.lines == 102
+
+
+def test_bare_killed_is_only_possible_and_kernel_line_confirms(cascade_library: Library) -> None:
+    d = diagnose(b"step 10 loss 1.0\nKilled\n", cascade_library)
+    assert [(c.id, c.band) for c in d.candidates] == [("host.oom_killed", "possible")]
+    d = diagnose(b"[12345.678] Out of memory: Killed process 4242 (python)\nKilled\n", cascade_library)
+    assert (d.candidates[0].id, d.candidates[0].band, d.candidates[0].facts["pid"]) == (
+        "host.oom_killed",
+        "likely",
+        "4242",
+    )
+
+
+def test_a_failure_the_run_survived_is_earlier_trouble(cascade_library: Library) -> None:
+    log = "UnicodeDecodeError: 'utf-8' codec can't decode byte 0x80 in position 0\n"
+    log += "".join(f"{{'loss': 1.0, 'epoch': {i}}}\n" for i in range(50))
+    log += "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n"
+    d = diagnose(log.encode(), cascade_library)
+    assert [(c.id, c.role, c.episode) for c in d.candidates] == [
+        ("cuda.oom", "initiating", "terminal"),
+        ("data.decode", "contributing", "earlier"),
+    ]
+
+
+def test_only_a_launcher_report_makes_it_the_initiating_evidence(cascade_library: Library) -> None:
+    log = "\n".join(OOM_CASCADE.splitlines()[8:]) + "\n"
+    d = diagnose(log.encode(), cascade_library)
+    assert (d.candidates[0].id, d.candidates[0].role) == ("dist.child_failed", "initiating")
+
+
+def test_unexplained_error_lines_are_deduplicated(cascade_library: Library) -> None:
+    log = "ValueError: bad value 12\nValueError: bad value 13\nKeyError: 'x'\n"
+    log += "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n"
+    d = diagnose(log.encode(), cascade_library)
+    assert [(u.text, u.count, u.line) for u in d.unexplained] == [
+        ("ValueError: bad value 12", 2, 1),
+        ("KeyError: 'x'", 1, 3),
+    ]
+
+
+def test_multiple_files_are_ordered_by_time(cascade_library: Library) -> None:
+    from app.core import diagnose_many
+
+    rank0 = b"2024-06-14T10:10:00 [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=BROADCAST\n"
+    rank5 = b"2024-06-14T10:00:00 torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n"
+    d = diagnose_many([("rank0.log", rank0), ("rank5.log", rank5)], cascade_library)
+    assert [(c.id, c.role, c.file) for c in d.candidates] == [
+        ("cuda.oom", "initiating", "rank5.log"),
+        ("nccl.watchdog_timeout", "collateral", "rank0.log"),
+    ]
+    assert d.input.files == ["rank0.log", "rank5.log"]

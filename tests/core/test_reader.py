@@ -1,0 +1,73 @@
+"""The reader never raises on bad bytes, keeps memory bounded and numbers lines consistently."""
+
+from __future__ import annotations
+
+import io
+
+from app.core.reader import LINE_CAP, iter_chunks, read_lines
+
+
+def texts(data: bytes) -> list[tuple[int, str]]:
+    return [(line.no, line.text) for line in read_lines(data)]
+
+
+def test_invalid_utf8_is_replaced_not_raised() -> None:
+    assert texts(b"ok \xff\xfe \xc0\xaf \xed\xa0\x80 end\n") == [
+        (1, "ok \ufffd\ufffd \ufffd\ufffd \ufffd\ufffd\ufffd end")
+    ]
+
+
+def test_nul_bytes_are_removed() -> None:
+    assert texts(b"a\x00b\nc\n") == [(1, "ab"), (2, "c")]
+
+
+def test_ansi_escapes_are_stripped() -> None:
+    data = b"\x1b[31mRuntimeError\x1b[0m: boom\n\x1b]8;;https://x.org\x07link\x1b]8;;\x07\n\x1b]0;title\x07done\n"
+    assert texts(data) == [(1, "RuntimeError: boom"), (2, "link"), (3, "done")]
+
+
+def test_carriage_return_frames_split_and_progress_collapses() -> None:
+    data = b" 10%|#         | 1/10 [00:01<00:09]\r 20%|##        | 2/10 [00:02<00:08]\rTraceback (most recent call last):\nnext\n"
+    assert texts(data) == [(1, "Traceback (most recent call last):"), (2, "next")]
+
+
+def test_crlf_folds_and_numbers_stay_physical() -> None:
+    assert texts(b"a\r\nb\r\n\r\nc") == [(1, "a"), (2, "b"), (4, "c")]
+
+
+def test_empty_and_blank_input() -> None:
+    assert texts(b"") == []
+    assert texts(b"\n\n  \n") == []
+
+
+def test_a_10_mb_line_is_capped_and_counted() -> None:
+    data = b"x" * (10 << 20) + b"\nafter\n"
+    lines = list(read_lines(data))
+    assert [(line.no, len(line.text)) for line in lines] == [(1, LINE_CAP), (2, 5)]
+    assert lines[0].cut > 0
+
+
+def test_chunks_end_on_line_breaks_and_keep_numbering() -> None:
+    data = b"".join(b"line %d\n" % i for i in range(1, 10_001))
+    chunks = list(iter_chunks(io.BytesIO(data), block=4096))
+    assert len(chunks) > 10
+    assert all(c.data.endswith(b"\n") for c in chunks)
+    assert [c.first_line for c in chunks[:2]] == [1, 1 + chunks[0].newlines]
+    assert b"".join(c.data for c in chunks) == data
+    assert [line.no for line in read_lines(io.BytesIO(data))][-1] == 10_000
+
+
+def test_paths_and_streams_read_the_same(tmp_path) -> None:
+    path = tmp_path / "train.log"
+    path.write_bytes(b"one\ntwo\n")
+    assert [line.file for line in read_lines(path)] == [str(path)] * 2
+    assert texts(path.read_bytes()) == [(1, "one"), (2, "two")]
+
+
+def test_prefixed_lines_carry_rank_and_time() -> None:
+    (line,) = read_lines(b"[rank3]: [2024-06-14 10:12:33,456] ERROR boom\n")
+    assert (line.rank, line.time.isoformat(), line.text[line.content_start :]) == (
+        3,
+        "2024-06-14T10:12:33.456000",
+        "ERROR boom",
+    )

@@ -1,0 +1,107 @@
+"""`tracelore diagnose` and `tracelore lint`: exit codes, formats, stdout vs stderr."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from click.testing import CliRunner
+
+from app.cli import main
+
+OOM = b"[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a total capacity of 79.15 GiB of which 1.23 GiB is free.\n"
+HEALTHY = b"{'loss': 1.25, 'learning_rate': 5e-05, 'epoch': 0.5}\n" * 20
+
+
+SIGNATURES = Path(__file__).resolve().parents[1] / "signatures"
+
+
+@pytest.fixture(autouse=True)
+def small_library(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-file library, so these tests pin the CLI's behaviour, not the library's content."""
+    root = tmp_path_factory.mktemp("signatures")
+    (root / "memory").mkdir()
+    shutil.copy(SIGNATURES / "memory" / "cuda.oom.yaml", root / "memory")
+    monkeypatch.setenv("TRACELORE_SIGNATURES_DIR", str(root))
+
+
+def run(*args: str, input: bytes | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_a_failure_exits_1_with_the_initiating_failure_first(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_bytes(b"starting\n" + OOM)
+    code, out, _ = run("diagnose", str(log))
+    assert code == 1
+    assert out.startswith("INITIATING: CUDA out of memory [cuda.oom]")
+    assert "rank 5" in out and "»CUDA out of memory. Tried to allocate 2.00 GiB«" in out
+
+
+def test_nothing_found_exits_0(tmp_path: Path) -> None:
+    log = tmp_path / "ok.log"
+    log.write_bytes(HEALTHY)
+    code, out, _ = run("diagnose", str(log))
+    assert (code, out.splitlines()[0]) == (0, "No known failure found (20 lines, 1,060 bytes).")
+
+
+def test_json_is_the_diagnosis_model_and_stdin_works() -> None:
+    code, out, _ = run("diagnose", "-", "--format", "json", input=OOM)
+    data = json.loads(out)
+    assert code == 1
+    assert data["schema_version"] == 1
+    assert [c["id"] for c in data["candidates"]][:1] == ["cuda.oom"]
+    assert data["input"]["files"] == ["<stdin>"]
+
+
+def test_markdown_and_top(tmp_path: Path) -> None:
+    log = tmp_path / "train.log.gz"
+    log.write_bytes(gzip.compress(OOM))
+    code, out, _ = run("diagnose", str(log), "--format", "markdown", "--top", "1")
+    assert code == 1
+    assert out.startswith("## Tracelore diagnosis")
+    assert "### Initiating failure: [CUDA out of memory](/failures/cuda.oom) `cuda.oom`" in out
+
+
+def test_fail_on_never_and_likely(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_bytes(OOM)
+    assert run("diagnose", str(log), "--fail-on", "never")[0] == 0
+    assert run("diagnose", str(log), "--fail-on", "likely")[0] == 1
+
+
+def test_input_errors_exit_2_with_a_readable_message(tmp_path: Path) -> None:
+    code, out, err = run("diagnose", str(tmp_path / "missing.log"))
+    assert code == 2 and out == "" and "cannot read" in err
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    code, out, err = run("diagnose", str(empty))
+    assert code == 2 and "the log is empty" in err
+    bad_gz = tmp_path / "bad.log.gz"
+    bad_gz.write_bytes(b"not gzip")
+    code, _, err = run("diagnose", str(bad_gz))
+    assert code == 2 and "Error:" in err
+    assert run("diagnose")[0] == 2
+    assert run("diagnose", str(tmp_path))[0] == 2
+
+
+def test_binary_garbage_is_read_not_crashed(tmp_path: Path) -> None:
+    log = tmp_path / "weights.log"
+    log.write_bytes(bytes(range(256)) * 1000)
+    code, out, _ = run("diagnose", str(log), "--format", "json")
+    assert code in (0, 1)
+    assert json.loads(out)["input"]["bytes"] == 256_000
+
+
+def test_lint_reports_and_exits_1_on_errors(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    folder.mkdir()
+    (folder / "a.b.yaml").write_text("id: a.b\n")
+    code, out, err = run("lint", str(tmp_path))
+    assert code == 1
+    assert "a.b.yaml" in err and out.strip().endswith("1 files, 13 errors, 0 warnings")
