@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from click.testing import CliRunner
 
 from app.cli import main
