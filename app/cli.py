@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,6 +125,93 @@ def lint_command(path: Path | None, skip: tuple[str, ...], fail_on_warnings: boo
     click.echo(report.summary())
     if report.errors or (fail_on_warnings and report.warnings):
         sys.exit(1)
+
+
+def _safe_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+@main.command()
+@click.option("--host", default=None, help="Address to bind [TRACELORE_HOST, default 127.0.0.1].")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port [TRACELORE_PORT, default 8000].")
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes [TRACELORE_WORKERS].")
+@click.option("--database-url", default=None, help="SQLAlchemy URL [TRACELORE_DATABASE_URL, default SQLite].")
+def serve(host: str | None, port: int | None, workers: int | None, database_url: str | None) -> None:
+    """Migrate the database, then serve the web app and API."""
+    import uvicorn
+
+    from app.store.migrate import upgrade
+
+    # Workers build their own Settings from the environment (uvicorn factory mode): flags go there first.
+    for name, value in (("HOST", host), ("PORT", port), ("WORKERS", workers), ("DATABASE_URL", database_url)):
+        if value is not None:
+            os.environ[f"TRACELORE_{name}"] = str(value)
+    settings = Settings()
+    url = settings.effective_database_url
+    try:
+        upgrade(url)
+    except Exception as exc:  # a CLI boundary: say what failed, not a traceback
+        raise click.ClickException(f"cannot migrate the database at {_safe_url(url)}: {exc}") from exc
+    from app.web.app import create_app
+
+    try:
+        # Load the library once here: a broken library fails now, before any worker starts.
+        app = create_app(settings)
+    except LibraryError as exc:
+        raise click.ClickException(f"the signature library is broken:\n{exc.detail}") from exc
+    shown = "localhost" if settings.host in ("0.0.0.0", "::") else settings.host
+    click.echo(f"Tracelore {__version__}: database {_safe_url(url)}, {len(app.state.library)} signatures")
+    click.echo(f"Tracelore is serving on http://{shown}:{settings.port}/ (Ctrl+C to stop)")
+    common = {
+        "host": settings.host,
+        "port": settings.port,
+        "proxy_headers": True,
+        "forwarded_allow_ips": settings.forwarded_allow_ips,
+        "timeout_graceful_shutdown": 30,
+    }
+    if settings.workers > 1:
+        app.state.engine.dispose()
+        uvicorn.run("app.web.app:create_app", factory=True, workers=settings.workers, **common)  # type: ignore[arg-type]
+    else:
+        uvicorn.run(app, **common)  # type: ignore[arg-type]
+
+
+@main.group()
+def db() -> None:
+    """Database migrations (the URL comes from TRACELORE_DATABASE_URL)."""
+
+
+@db.command("upgrade")
+@click.argument("revision", default="head")
+def db_upgrade(revision: str) -> None:
+    """Migrate the database up to REVISION (default: head)."""
+    from app.store.migrate import current, upgrade
+
+    url = Settings().effective_database_url
+    upgrade(url, revision)
+    click.echo(f"{_safe_url(url)} is at revision {current(url)}")
+
+
+@db.command("downgrade")
+@click.argument("revision")
+def db_downgrade(revision: str) -> None:
+    """Migrate the database down to REVISION ("base" removes every table)."""
+    from app.store.migrate import current, downgrade
+
+    url = Settings().effective_database_url
+    downgrade(url, revision)
+    click.echo(f"{_safe_url(url)} is at revision {current(url) or 'base'}")
+
+
+@db.command("current")
+def db_current() -> None:
+    """Print the revision the database is at."""
+    from app.store.migrate import current
+
+    url = Settings().effective_database_url
+    click.echo(current(url) or "base (not migrated)")
 
 
 # ClickException exits 1 by default; input and usage errors exit 2 like grep's.

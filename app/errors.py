@@ -10,6 +10,7 @@
     ├── NotFound          404
     ├── QuotaSpent        429  daily allowance used up
     ├── Overloaded        503  too many diagnoses in flight (with Retry-After)
+    ├── NotReady          503  a dependency (database, library) is unavailable
     └── LibraryError      500  the signature library is broken (at start-up, never per request)
 
 The web layer renders any of these as application/problem+json; the CLI prints
@@ -92,6 +93,12 @@ class Overloaded(TraceloreError):
     status = 503
     type = "/problems/overloaded"
     title = "Too many diagnoses in progress"
+
+
+class NotReady(TraceloreError):
+    status = 503
+    type = "/problems/not-ready"
+    title = "Service not ready"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 # Diagnosis latency buckets, in seconds.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -93,3 +94,43 @@ class Metrics:
                 f"tracelore_diagnoses_in_flight {self.in_flight}",
             ]
             return "\n".join(out) + "\n"
+
+
+API_PREFIX = "/api/v1"
+
+
+def route_label(scope: Any) -> str:
+    """The route template that served a request ("/api/v1/diagnoses/{diagnosis_id}"), never the raw path."""
+    path: str = scope["path"]
+    template = getattr(scope.get("route"), "path", None)
+    if template is None:
+        return "/static" if path.startswith("/static/") else "unmatched"
+    # Routes of an included router report their path without the router's prefix.
+    if path.startswith(API_PREFIX + "/") and not template.startswith(API_PREFIX):
+        return API_PREFIX + template
+    return str(template)
+
+
+class MetricsMiddleware:
+    """Count every response by method, route template and status (pure ASGI, streams untouched)."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def send_wrapper(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            self.metrics.request(scope["method"], route_label(scope), status)

@@ -1,0 +1,258 @@
+"""The JSON API under /api/v1."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import PlainTextResponse, StreamingResponse
+from sqlalchemy import text
+
+from app.config import Settings
+from app.core.signature import Signature
+from app.errors import NotFound, NotReady
+from app.store.diagnoses import Record, Window, get_diagnosis, get_log, save_diagnosis
+from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, Subject, SubjectDep
+from app.web.problems import PROBLEM_JSON
+from app.web.schemas import DiagnosisRecord, SignatureSummary, Status
+from app.web.service import Analysis, run_analysis
+from app.web.upload import read_upload
+
+router = APIRouter()
+
+_PROBLEM = {"content": {PROBLEM_JSON: {}}}
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "The log: raw text, gzip, JSON or a multipart file. `Content-Encoding: gzip` is accepted.",
+        "content": {
+            "text/plain": {"schema": {"type": "string"}},
+            "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["log"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "log": {"type": "string"},
+                        "store": {"type": "boolean", "default": True},
+                        "top": {"type": "integer", "minimum": 1, "maximum": 100},
+                    },
+                }
+            },
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "log": {"type": "string"},
+                        "store": {"type": "boolean"},
+                        "top": {"type": "integer"},
+                    },
+                }
+            },
+        },
+    }
+}
+
+
+def not_before(settings: Settings) -> datetime | None:
+    """Diagnoses created before this time have expired."""
+    if not settings.retention_days:
+        return None
+    return datetime.now(UTC) - timedelta(days=settings.retention_days)
+
+
+def page_url(request: Request, settings: Settings, diagnosis_id: str) -> str:
+    """The public address of a diagnosis page."""
+    if settings.base_url:
+        return f"{settings.base_url.rstrip('/')}/d/{diagnosis_id}"
+    return str(request.url_for("diagnosis_page", diagnosis_id=diagnosis_id))
+
+
+def to_record(request: Request, settings: Settings, record: Record) -> DiagnosisRecord:
+    """The API shape of a stored diagnosis."""
+    return DiagnosisRecord.model_validate(
+        {
+            **record.diagnosis.model_dump(),
+            "id": record.id,
+            "url": page_url(request, settings, record.id),
+            "created_at": record.created_at,
+        }
+    )
+
+
+async def diagnose_request(
+    request: Request, *, settings: Settings, library: LibraryDep, metrics: MetricsDep, top: int | None
+) -> tuple[Analysis, bool]:
+    """Read, bound and diagnose the log in a request; return it and whether to store it."""
+    gate = request.app.state.gate
+    gate.check()  # refuse before reading a body we could not serve
+    upload = await read_upload(request, limit=settings.max_upload_bytes)
+    try:
+        analysis = await run_analysis(
+            gate,
+            upload.file,
+            library,
+            name=upload.name,
+            top=upload.top or top,
+            context=settings.context_lines,
+            keep_log=settings.store_log,
+            metrics=metrics,
+        )
+    finally:
+        upload.close()
+    return analysis, upload.store is not False
+
+
+async def store_analysis(session: SessionDep, analysis: Analysis, subject: Subject) -> Record:
+    """Save a diagnosis in the request's transaction (off the event loop)."""
+    return await run_in_threadpool(
+        lambda: save_diagnosis(
+            session,
+            diagnosis=analysis.diagnosis,
+            windows=analysis.windows,
+            subject=subject.id,
+            tier=subject.tier,
+            input_bytes=analysis.input_bytes,
+            input_sha256=analysis.input_sha256,
+            created_at=datetime.now(UTC),
+            log_gz=analysis.log_gz,
+        )
+    )
+
+
+@router.post(
+    "/diagnoses",
+    status_code=201,
+    response_model=DiagnosisRecord,
+    openapi_extra=_UPLOAD_BODY,
+    responses={
+        200: {"description": "Diagnosed, not stored (`store=false`)", "model": DiagnosisRecord},
+        400: _PROBLEM,
+        413: _PROBLEM,
+        415: _PROBLEM,
+        422: _PROBLEM,
+        503: _PROBLEM,
+    },
+)
+async def create_diagnosis(
+    request: Request,
+    response: Response,
+    settings: SettingsDep,
+    library: LibraryDep,
+    metrics: MetricsDep,
+    session: SessionDep,
+    subject: SubjectDep,
+    store: Annotated[bool | None, Query(description="keep a permalink (default true)")] = None,
+    top: Annotated[int | None, Query(ge=1, le=100, description="at most this many candidates")] = None,
+) -> DiagnosisRecord:
+    """Diagnose a log; with `store` (the default) keep it and return its permalink."""
+    analysis, body_store = await diagnose_request(request, settings=settings, library=library, metrics=metrics, top=top)
+    if store is False or not body_store:
+        response.status_code = 200
+        return DiagnosisRecord.model_validate(analysis.diagnosis.model_dump())
+    record = await store_analysis(session, analysis, subject)
+    response.headers["Location"] = str(request.url_for("read_diagnosis", diagnosis_id=record.id))
+    return to_record(request, settings, record)
+
+
+def _load(session: SessionDep, settings: Settings, diagnosis_id: str) -> Record:
+    record = get_diagnosis(session, diagnosis_id, not_before=not_before(settings)) if len(diagnosis_id) <= 64 else None
+    if record is None:
+        raise NotFound(f"no diagnosis {diagnosis_id!r}: the id is wrong or the diagnosis has expired")
+    return record
+
+
+@router.get("/diagnoses/{diagnosis_id}", response_model=DiagnosisRecord, responses={404: _PROBLEM})
+def read_diagnosis(diagnosis_id: str, request: Request, settings: SettingsDep, session: SessionDep) -> DiagnosisRecord:
+    """A stored diagnosis."""
+    return to_record(request, settings, _load(session, settings, diagnosis_id))
+
+
+@router.get("/diagnoses/{diagnosis_id}/windows", response_model=list[Window], responses={404: _PROBLEM})
+def read_windows(diagnosis_id: str, settings: SettingsDep, session: SessionDep) -> list[Window]:
+    """The log lines kept around the evidence of a stored diagnosis."""
+    return _load(session, settings, diagnosis_id).windows
+
+
+@router.get(
+    "/diagnoses/{diagnosis_id}/log",
+    response_class=PlainTextResponse,
+    responses={404: _PROBLEM, 200: {"content": {"text/plain": {}}}},
+)
+def read_log(diagnosis_id: str, settings: SettingsDep, session: SessionDep) -> StreamingResponse:
+    """The whole log, when the server keeps logs (`TRACELORE_STORE_LOG`)."""
+    packed = get_log(session, diagnosis_id, not_before=not_before(settings)) if len(diagnosis_id) <= 64 else None
+    if packed is None:
+        raise NotFound(f"no log kept for diagnosis {diagnosis_id!r}; this server keeps only the evidence windows")
+
+    def unpack() -> Iterator[bytes]:
+        d = zlib.decompressobj(wbits=31)
+        buf = packed
+        while buf:
+            yield d.decompress(buf, 1 << 20)
+            buf = d.unconsumed_tail
+
+    return StreamingResponse(unpack(), media_type="text/plain; charset=utf-8")
+
+
+def _summary(request: Request, sig: Signature) -> SignatureSummary:
+    return SignatureSummary(
+        id=sig.id,
+        title=sig.title,
+        layer=sig.layer,
+        severity=sig.severity,
+        role=sig.role,
+        tags=list(sig.tags),
+        summary=sig.summary,
+        path=f"/failures/{sig.id}",
+        url=str(request.url_for("read_signature", signature_id=sig.id)),
+    )
+
+
+@router.get("/signatures", response_model=list[SignatureSummary])
+def list_signatures(request: Request, library: LibraryDep) -> list[SignatureSummary]:
+    """Every failure class the library knows."""
+    return [_summary(request, sig) for sig in library.signatures.values()]
+
+
+@router.get("/signatures/{signature_id}", response_model=Signature, responses={404: _PROBLEM})
+def read_signature(signature_id: str, library: LibraryDep) -> Signature:
+    """One failure class: its patterns and what to do about it."""
+    sig = library.signatures.get(signature_id)
+    if sig is None:
+        raise NotFound(f"no signature {signature_id!r}; GET /api/v1/signatures lists them")
+    return sig
+
+
+ops = APIRouter()
+
+
+@ops.get("/healthz", response_model=Status)
+def healthz() -> Status:
+    """The process is up."""
+    return Status(status="ok")
+
+
+@ops.get("/readyz", response_model=Status, responses={503: _PROBLEM})
+def readyz(request: Request, library: LibraryDep) -> Status:
+    """The database answers and the library is loaded."""
+    try:
+        with request.app.state.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:  # any driver error means "not ready", never a 500
+        raise NotReady(f"the database is not reachable ({type(exc).__name__})", headers={"Retry-After": "5"}) from None
+    if not len(library):
+        raise NotReady("the signature library is empty", headers={"Retry-After": "5"})
+    return Status(status="ready", checks={"database": "ok", "library": f"{len(library)} signatures"})
+
+
+@ops.get("/metrics", response_class=PlainTextResponse)
+def metrics_text(metrics: MetricsDep) -> PlainTextResponse:
+    """Prometheus metrics of this process."""
+    return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,82 @@
+"""The app factory: `create_app(settings=None, *, library=None)` is the one way in.
+
+`uvicorn --factory app.web.app:create_app` (what `tracelore serve --workers N` runs)
+calls it with no arguments, so each worker builds its Settings from TRACELORE_* variables.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import anyio.to_thread
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import SQLAlchemyError
+
+from app import __version__
+from app.config import Settings
+from app.core.library import Library, load_library
+from app.store.db import make_engine, make_sessionmaker
+from app.store.diagnoses import purge_expired
+from app.web import api, pages
+from app.web.metrics import Metrics, MetricsMiddleware
+from app.web.problems import install_problem_handlers
+from app.web.service import Gate
+from app.web.templating import make_templates
+
+log = logging.getLogger("tracelore")
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def _purge(app: FastAPI) -> None:
+    settings: Settings = app.state.settings
+    if not settings.retention_days:
+        return
+    before = datetime.now(UTC) - timedelta(days=settings.retention_days)
+    try:
+        with app.state.sessionmaker.begin() as session:
+            removed = purge_expired(session, before=before)
+    except SQLAlchemyError as exc:
+        log.warning("could not purge expired diagnoses (is the database migrated? `tracelore db upgrade`): %s", exc)
+        return
+    if removed:
+        log.info("purged %d diagnoses older than %d days", removed, settings.retention_days)
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    await anyio.to_thread.run_sync(_purge, app)
+    try:
+        yield
+    finally:
+        app.state.engine.dispose()
+
+
+def create_app(settings: Settings | None = None, *, library: Library | None = None) -> FastAPI:
+    """Build the web app: settings, engine, library, routes and error handlers."""
+    settings = settings or Settings()
+    app = FastAPI(
+        title="Tracelore",
+        version=__version__,
+        summary="Diagnose failed ML training runs from their logs.",
+        lifespan=_lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = make_engine(settings.effective_database_url)
+    app.state.sessionmaker = make_sessionmaker(app.state.engine)
+    app.state.library = library or load_library(settings.signatures_dir)
+    app.state.metrics = Metrics()
+    app.state.gate = Gate(settings.max_in_flight, settings.retry_after)
+    app.state.templates = make_templates()
+    install_problem_handlers(app)
+    app.include_router(api.router, prefix="/api/v1", tags=["diagnoses"])
+    app.include_router(api.ops, tags=["operations"])
+    app.include_router(pages.router, include_in_schema=False)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    return app

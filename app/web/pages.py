@@ -1,0 +1,147 @@
+"""HTML pages: the paste/upload form and the diagnosis page. They work without JavaScript."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse, RedirectResponse, Response
+
+from app.core.models import Candidate, Diagnosis
+from app.errors import NotFound, TraceloreError
+from app.store.diagnoses import Record, Window, get_diagnosis
+from app.web.api import diagnose_request, not_before, store_analysis
+from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
+from app.web.upload import human_bytes
+
+router = APIRouter()
+
+SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    title: str
+
+
+SAMPLES = (
+    Sample("ddp-cuda-oom", "8-GPU DDP run: CUDA out of memory on one rank, NCCL timeouts on the others"),
+    Sample("oom-killed", "Host memory: the kernel OOM killer ends a data-loading worker"),
+    Sample("torn-checkpoint", "Resume from a checkpoint that was cut short while saving"),
+)
+PREFILL_LIMIT = 1 << 20  # a rejected paste is echoed back into the form up to this size
+
+
+def _sample_text(name: str) -> str:
+    if name not in {s.name for s in SAMPLES}:
+        raise NotFound(f"no sample {name!r}")
+    return (SAMPLES_DIR / f"{name}.log").read_text(encoding="utf-8")
+
+
+def _home(request: Request, settings: Any, *, text: str = "", error: str | None = None, status: int = 200) -> Response:
+    templates = request.app.state.templates
+    return templates.TemplateResponse(
+        request,
+        "home.html",
+        {
+            "samples": SAMPLES,
+            "text": text,
+            "error": error,
+            "limit": human_bytes(settings.max_upload_bytes),
+            "retention_days": settings.retention_days,
+            "store_log": settings.store_log,
+            "context_lines": settings.context_lines,
+        },
+        status_code=status,
+    )
+
+
+@router.get("/", name="home")
+def home(request: Request, settings: SettingsDep, sample: str | None = None) -> Response:
+    """The paste box and file picker; `?sample=NAME` fills the box with a bundled log."""
+    return _home(request, settings, text=_sample_text(sample) if sample else "")
+
+
+@router.get("/samples/{name}.log", name="sample_log")
+def sample_log(name: str) -> PlainTextResponse:
+    """A bundled sample log, as text."""
+    return PlainTextResponse(_sample_text(name))
+
+
+@router.post("/diagnose", name="diagnose_form")
+async def diagnose_form(
+    request: Request,
+    settings: SettingsDep,
+    library: LibraryDep,
+    metrics: MetricsDep,
+    session: SessionDep,
+    subject: SubjectDep,
+) -> Response:
+    """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
+    try:
+        analysis, _ = await diagnose_request(request, settings=settings, library=library, metrics=metrics, top=None)
+    except TraceloreError as exc:
+        if exc.status == 503:
+            raise
+        metrics.rejection(exc.type.rsplit("/", 1)[-1])
+        return _home(request, settings, error=exc.detail, status=exc.status)
+    record = await store_analysis(session, analysis, subject)
+    return RedirectResponse(request.url_for("diagnosis_page", diagnosis_id=record.id), status_code=303)
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    time: Any
+    rank: int | None
+    line: int
+    candidate: Candidate
+
+
+def _timeline(diagnosis: Diagnosis) -> list[TimelineEntry]:
+    """When each failure first appeared on each rank, in time (or line) order."""
+    first: dict[tuple[str, int | None], TimelineEntry] = {}
+    for c in diagnosis.candidates:
+        for e in c.evidence:
+            key = (c.id, e.rank)
+            entry = TimelineEntry(e.time or c.time, e.rank, e.line, c)
+            if key not in first or e.line < first[key].line:
+                first[key] = entry
+        first.setdefault((c.id, c.rank), TimelineEntry(c.time, c.rank, c.line, c))
+    entries = list(first.values())
+    has_time = all(e.time is not None for e in entries)
+    entries.sort(key=lambda e: (e.time, e.line) if has_time else (e.line, 0))  # type: ignore[return-value]
+    return entries[:60]
+
+
+def _context(windows: list[Window], candidate: Candidate) -> list[Window]:
+    lines = {e.line for e in candidate.evidence}
+    return [w for w in windows if any(wl.no in lines for wl in w.lines)]
+
+
+def page_context(record: Record) -> dict[str, Any]:
+    """What diagnosis.html needs, grouped the way a person reads it."""
+    d = record.diagnosis
+    terminal = [c for c in d.candidates if c.episode == "terminal"]
+    main = [c for c in terminal if c.role != "collateral"]
+    return {
+        "record": record,
+        "d": d,
+        "main": main,
+        "echoes": [c for c in terminal if c.role == "collateral"],
+        "earlier": [c for c in d.candidates if c.episode == "earlier"],
+        "timeline": _timeline(d),
+        "context_for": lambda c: _context(record.windows, c),
+    }
+
+
+@router.get("/d/{diagnosis_id}", name="diagnosis_page")
+def diagnosis_page(request: Request, diagnosis_id: str, settings: SettingsDep, session: SessionDep) -> Response:
+    """The permalink page of a stored diagnosis."""
+    record = get_diagnosis(session, diagnosis_id, not_before=not_before(settings)) if len(diagnosis_id) <= 64 else None
+    if record is None:
+        raise NotFound(f"no diagnosis {diagnosis_id!r}: the link is wrong or the diagnosis has expired")
+    templates = request.app.state.templates
+    return templates.TemplateResponse(request, "diagnosis.html", page_context(record))

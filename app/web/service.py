@@ -1,0 +1,191 @@
+"""What happens to an accepted log: checked for text, diagnosed off the event loop, prepared for storage."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import IO
+
+import anyio.to_thread
+
+from app.core.diagnose import diagnose
+from app.core.library import Library
+from app.core.models import Diagnosis
+from app.core.reader import decode, iter_chunks
+from app.errors import NotText, Overloaded
+from app.store.diagnoses import Window, WindowLine
+from app.web.metrics import Metrics
+
+SNIFF = 64 << 10  # bytes looked at to tell text from binary
+MAX_WINDOW_LINES = 2000  # context lines kept per diagnosis, whatever the evidence
+
+
+class Gate:
+    """Admission for diagnoses: at most `limit` run at once in this process; more are refused, not queued."""
+
+    def __init__(self, limit: int, retry_after: int) -> None:
+        self.limit = limit
+        self.retry_after = retry_after
+        self.busy = 0  # touched only from the event loop
+
+    def check(self) -> None:
+        """Refuse now if every slot is taken (before reading a body we could not serve)."""
+        if self.busy >= self.limit:
+            raise Overloaded(
+                f"{self.busy} diagnoses are already running on this server; try again in {self.retry_after} s",
+                headers={"Retry-After": str(self.retry_after)},
+            )
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one slot for the duration of a diagnosis."""
+        self.check()
+        self.busy += 1
+        try:
+            yield
+        finally:
+            self.busy -= 1
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A diagnosed log and what may be stored of it."""
+
+    diagnosis: Diagnosis
+    windows: list[Window]
+    input_bytes: int
+    input_sha256: str
+    log_gz: bytes | None
+
+
+def check_text(head: bytes) -> None:
+    """Refuse data that is not a text log, with a message that says what it looks like."""
+    if head.startswith(b"\x1f\x8b"):
+        raise NotText(
+            "the log is gzip-compressed; send it with Content-Type: application/gzip or Content-Encoding: gzip"
+        )
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise NotText("the log is UTF-16 encoded; convert it first: `iconv -f UTF-16 -t UTF-8 train.log`")
+    if head.startswith(b"PK\x03\x04"):
+        raise NotText("zip archives are not accepted; send the log itself (gzip is fine)")
+    if not head:
+        return
+    nul = head.count(b"\x00")
+    replaced = head.decode("utf-8", errors="replace").count("\ufffd")
+    if nul > len(head) // 100 or replaced > len(head) // 20:
+        raise NotText("this looks like binary data, not a text log (too many NUL bytes or invalid UTF-8)")
+
+
+def _hash(file: IO[bytes]) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    while block := file.read(1 << 20):
+        digest.update(block)
+        size += len(block)
+    file.seek(0)
+    return size, digest.hexdigest()
+
+
+def _compress(file: IO[bytes]) -> bytes:
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+    parts = []
+    while block := file.read(1 << 20):
+        parts.append(packer.compress(block))
+    parts.append(packer.flush())
+    file.seek(0)
+    return b"".join(parts)
+
+
+def _wanted(diagnosis: Diagnosis, context: int) -> list[tuple[int, int]]:
+    lines = {e.line for c in diagnosis.candidates for e in c.evidence} | {u.line for u in diagnosis.unexplained}
+    spans: list[tuple[int, int]] = []
+    for no in sorted(lines):
+        start, end = max(1, no - context), no + context
+        if spans and start <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans
+
+
+def evidence_windows(file: IO[bytes], diagnosis: Diagnosis, *, context: int, name: str | None) -> list[Window]:
+    """The log lines around every evidence and unexplained line: what is kept of the log by default."""
+    spans = _wanted(diagnosis, context)
+    if not spans:
+        return []
+    texts: dict[int, str] = {}
+    budget = MAX_WINDOW_LINES
+    for chunk in iter_chunks(file, file=name):
+        first, last = chunk.first_line, chunk.first_line + chunk.newlines
+        if not any(s <= last and e >= first for s, e in spans):
+            continue
+        for i, physical in enumerate(chunk.data.split(b"\n")):
+            no = first + i
+            if no > last or (i == 0 and chunk.mid_frame) or no in texts:
+                continue
+            if any(s <= no <= e for s, e in spans) and budget > 0:
+                frames = [f for f in physical.split(b"\r") if f.strip()] or [b""]
+                texts[no] = decode(frames[-1])[0]
+                budget -= 1
+    file.seek(0)
+    windows: list[Window] = []
+    for start, end in spans:
+        lines = [WindowLine(no=no, text=texts[no]) for no in range(start, end + 1) if no in texts]
+        if lines:
+            windows.append(Window(file=name, lines=lines))
+    return windows
+
+
+def analyse(
+    file: IO[bytes],
+    library: Library,
+    *,
+    name: str | None,
+    top: int | None,
+    context: int,
+    keep_log: bool,
+    metrics: Metrics,
+) -> Analysis:
+    """Check, hash and diagnose one log (blocking: run it in a worker thread)."""
+    check_text(file.read(SNIFF))
+    file.seek(0)
+    size, sha256 = _hash(file)
+    started = time.perf_counter()
+    diagnosis = diagnose(file, library, top=top, name=name)
+    metrics.diagnosis(time.perf_counter() - started, ((c.id, c.role) for c in diagnosis.candidates))
+    file.seek(0)
+    windows = evidence_windows(file, diagnosis, context=context, name=name)
+    log_gz = _compress(file) if keep_log else None
+    return Analysis(diagnosis=diagnosis, windows=windows, input_bytes=size, input_sha256=sha256, log_gz=log_gz)
+
+
+def redact(analysis: Analysis) -> Analysis:
+    """The step between diagnosis and anything stored or shown; secrets redaction belongs here."""
+    return replace(analysis)
+
+
+async def run_analysis(
+    gate: Gate,
+    file: IO[bytes],
+    library: Library,
+    *,
+    name: str | None,
+    top: int | None,
+    context: int,
+    keep_log: bool,
+    metrics: Metrics,
+) -> Analysis:
+    """Diagnose in a worker thread, holding one of the gate's slots."""
+    with gate.slot():
+        metrics.add_in_flight(1)
+        try:
+            analysis = await anyio.to_thread.run_sync(
+                lambda: analyse(file, library, name=name, top=top, context=context, keep_log=keep_log, metrics=metrics)
+            )
+        finally:
+            metrics.add_in_flight(-1)
+    return redact(analysis)

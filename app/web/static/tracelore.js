@@ -1,0 +1,29 @@
+// Progressive enhancement only: every page works without this file.
+"use strict";
+document.addEventListener("DOMContentLoaded", () => {
+  // Copy buttons for verify commands (hidden unless JavaScript and the clipboard are available).
+  if (navigator.clipboard) {
+    for (const button of document.querySelectorAll("button.copy[data-copy]")) {
+      button.hidden = false;
+      button.addEventListener("click", async () => {
+        const source = document.getElementById(button.dataset.copy);
+        try {
+          await navigator.clipboard.writeText(source.innerText.trim());
+          button.textContent = "Copied";
+        } catch (err) {
+          button.textContent = "Copy failed";
+        }
+        setTimeout(() => { button.textContent = "Copy"; }, 2000);
+      });
+    }
+  }
+  // A chosen file wins over the paste box: say so instead of sending both.
+  const file = document.getElementById("file");
+  const log = document.getElementById("log");
+  if (file && log) {
+    file.addEventListener("change", () => {
+      log.disabled = file.files.length > 0;
+      log.setAttribute("aria-disabled", String(log.disabled));
+    });
+  }
+});
