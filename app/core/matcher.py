@@ -172,8 +172,12 @@ class _FileScanner:
         for chunk in self.progress_chunks:
             view = chunk.scan_view()
             for idx in self.plan.progress:
+                # Count newlines from the previous match, not from 0: linear in the chunk, not quadratic.
+                line, previous = chunk.first_line, 0
                 for offset, _, _ in _locate(self.library.compiled[idx], view, idx):
-                    scan.progress.append(chunk.first_line + chunk.data.count(b"\n", 0, offset))
+                    line += chunk.data.count(b"\n", previous, offset)
+                    previous = offset
+                    scan.progress.append(line)
         scan.progress = sorted(set(scan.progress))[-PROGRESS_TAIL:]
         return scan
 
