@@ -93,8 +93,11 @@ class Library:
         return len(self.signatures)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses duplicate mapping keys (they silently drop knowledge)."""
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: ~10x faster
+
+
+class _UniqueKeyLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """A safe loader that refuses duplicate mapping keys (they silently drop knowledge)."""
 
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -131,13 +134,16 @@ def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
 
 def parse_signature(text: str, path: Path) -> tuple[Signature | None, list[Issue]]:
     """Parse one signature file; return it or the located issues."""
-    try:
-        node = yaml.compose(text, Loader=_UniqueKeyLoader)
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    loader = _UniqueKeyLoader(text)
+    try:  # one parse: the node tree gives line numbers, the same tree gives the data
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
         return None, [Issue(path, line, f"invalid YAML: {getattr(exc, 'problem', exc)}")]
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         return None, [Issue(path, 1, "a signature file must be a YAML mapping")]
     try:

@@ -9,9 +9,11 @@ the hits, not to the log.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import re2
 
 from app.core.library import Library
 from app.core.models import Line
@@ -79,6 +81,9 @@ def _plan(library: Library) -> _Plan:
     return _Plan(*(frozenset(kinds[k]) for k in ("extract", "progress", "version", "error")))
 
 
+_UNANCHORED = re2._Anchor.UNANCHORED
+
+
 def _groups(match: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in match.groupdict().items():
@@ -114,7 +119,7 @@ class _FileScanner:
         hit_ids = self.library.prefilter.Match(view)
         if not hit_ids:
             return
-        found: list[tuple[int, int, Any]] = []  # (offset, engine index, match)
+        found: list[tuple[int, int, None]] = []  # (offset, engine index, unused)
         for idx in hit_ids:
             if idx in self.plan.progress:
                 self.progress_chunks = [*self.progress_chunks[-1:], chunk]
@@ -127,12 +132,12 @@ class _FileScanner:
         found.sort(key=lambda f: f[0])
         self._record(chunk, view, found)
 
-    def _record(self, chunk: Chunk, view: bytes, found: list[tuple[int, int, Any]]) -> None:
+    def _record(self, chunk: Chunk, view: bytes, found: list[tuple[int, int, None]]) -> None:
         scan, plan = self.scan, self.plan
         data = chunk.data
         no, counted = chunk.first_line, 0
         lines: dict[int, Line] = {}  # frame start -> parsed line, shared by patterns
-        for offset, idx, match in found:
+        for offset, idx, _ in found:
             no += data.count(b"\n", counted, offset)
             counted = offset
             hits = scan.hits.get(idx)
@@ -142,11 +147,9 @@ class _FileScanner:
             hits.last_line = no
             if len(hits.lines) < KEEP_LINES:
                 hits.lines.append(no)
-            if idx in plan.version:
-                for key, value in _groups(match).items():
-                    scan.versions.setdefault(key, value)
+            if idx not in plan.extract and idx not in plan.version:
                 continue
-            if idx not in plan.extract or len(hits.first) >= KEEP_FIRST and idx not in plan.error:
+            if idx in plan.extract and len(hits.first) >= KEEP_FIRST and idx not in plan.error:
                 continue
             if idx in plan.error:
                 if self.errors_kept >= KEEP_ERRORS:
@@ -158,40 +161,64 @@ class _FileScanner:
                 end = view.find(b"\n", offset)
                 line = lines[start] = make_line(data[start : end if end >= 0 else len(data)], no, file=scan.name)
             confirmed = self.library.confirm[idx].search(line.text)
-            if confirmed is not None:
-                hit = LineHit(line, confirmed.span(), _groups(confirmed))
-            else:  # cut by the line cap or changed by decoding: keep the line, no span
-                hit = LineHit(line, (0, 0), _groups(match))
+            groups = _groups(confirmed) if confirmed is not None else {}
+            if idx in plan.version:
+                for key, value in groups.items():
+                    scan.versions.setdefault(key, value)
+                continue
+            # A line cut by the cap or changed by decoding may not confirm: keep it, no span.
+            hit = LineHit(line, confirmed.span() if confirmed is not None else (0, 0), groups)
             if idx in plan.error or len(hits.first) < KEEP_FIRST:
                 hits.first.append(hit)
+
+    def _progress_tail(self, chunk: Chunk) -> list[int]:
+        """The last progress lines of a chunk, read from its end: cheap however many there are."""
+        compiled = [self.library.compiled[i] for i in self.plan.progress]
+        size = len(chunk.data)
+        window = 64 << 10
+        while True:
+            start = max(0, size - window)
+            if start:
+                start = chunk.data.find(b"\n", start) + 1 or size
+            lines = _progress_lines(compiled, chunk, start)
+            if len(lines) >= PROGRESS_TAIL or start == 0:
+                return lines
+            window *= 8
 
     def finish(self) -> FileScan:
         scan = self.scan
         if self.tail_chunk is not None:
             scan.edge_lines.extend(_edge_lines(self.tail_chunk, head=False))
         for chunk in self.progress_chunks:
-            view = chunk.scan_view()
-            for idx in self.plan.progress:
-                # Count newlines from the previous match, not from 0: linear in the chunk, not quadratic.
-                line, previous = chunk.first_line, 0
-                for offset, _, _ in _locate(self.library.compiled[idx], view, idx):
-                    line += chunk.data.count(b"\n", previous, offset)
-                    previous = offset
-                    scan.progress.append(line)
+            scan.progress.extend(self._progress_tail(chunk))
         scan.progress = sorted(set(scan.progress))[-PROGRESS_TAIL:]
         return scan
 
 
-def _locate(compiled: Any, view: bytes, idx: int) -> Iterable[tuple[int, int, Any]]:
-    """The first match of a pattern on each line of a chunk."""
-    pos, size = 0, len(view)
+def _progress_lines(compiled: Iterable[Any], chunk: Chunk, start: int) -> list[int]:
+    """Line numbers of progress lines in a chunk from a byte offset on."""
+    view = chunk.scan_view()
+    offsets = sorted({o for c in compiled for o, _, _ in _locate(c, view, 0, start)})
+    data, out = chunk.data, []
+    no, counted = chunk.first_line + data.count(b"\n", 0, start), start
+    for offset in offsets:
+        no += data.count(b"\n", counted, offset)
+        counted = offset
+        out.append(no)
+    return out
+
+
+def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tuple[int, int, None]]:
+    """The start of the first match of a pattern on each line of a chunk."""
+    # The raw RE2 object, given a memoryview: the wrapper's search() copies the whole
+    # chunk on every call, which made frequent patterns cost O(hits x chunk).
+    regexp, view, size = compiled._regexp, memoryview(data), len(data)
     while pos < size:
-        match = compiled.search(view, pos)
-        if match is None:
+        start = regexp.Match(_UNANCHORED, view, pos, size)[0][0]
+        if start < 0:
             return
-        start = match.start()
-        yield start, idx, match
-        end = view.find(b"\n", start)
+        yield start, idx, None
+        end = data.find(b"\n", start)
         if end < 0:
             return
         pos = end + 1
