@@ -1,0 +1,99 @@
+"""Shared fixtures: the shipped library, migrated databases (SQLite always, PostgreSQL when
+TRACELORE_TEST_DATABASE_URL is set) and real uvicorn servers on free ports."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from app.config import Settings
+from app.core.library import Library, load_library
+from app.store.db import make_engine
+from app.store.migrate import upgrade
+from tests.support import SIGNATURES
+
+PG_ENV = "TRACELORE_TEST_DATABASE_URL"
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session")
+def signatures_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of signatures/ taken once, so every test (and the CLI) sees one library version."""
+    root = tmp_path_factory.mktemp("library") / "signatures"
+    shutil.copytree(SIGNATURES, root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def library(signatures_dir: Path) -> Library:
+    """The shipped signature library, loaded once."""
+    return load_library(signatures_dir)
+
+
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head once per session; tests copy it."""
+    path = tmp_path_factory.mktemp("db") / "template.sqlite"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def sqlite_url(migrated_db: Path, tmp_path: Path) -> str:
+    """A fresh, migrated SQLite database for one test."""
+    db = tmp_path / "test.sqlite"
+    shutil.copyfile(migrated_db, db)
+    return f"sqlite:///{db}"
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> str:
+    """The PostgreSQL URL CI provides. Tests that need it skip only when it is not set."""
+    url = os.environ.get(PG_ENV)
+    if not url:
+        pytest.skip(f"{PG_ENV} is not set (CI sets it: .ci/run starts PostgreSQL)")
+    return Settings(database_url=url).database_url
+
+
+@pytest.fixture(scope="session")
+def make_pg_database(pg_server_url: str) -> Iterator[Callable[[], str]]:
+    """Create empty PostgreSQL databases on the CI server (dropped at the end of the session)."""
+    admin = make_engine(pg_server_url).execution_options(isolation_level="AUTOCOMMIT")
+    created: list[str] = []
+
+    def make() -> str:
+        name = f"tracelore_test_{secrets.token_hex(6)}"
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        created.append(name)
+        return make_url(pg_server_url).set(database=name).render_as_string(hide_password=False)
+
+    yield make
+    with admin.connect() as conn:
+        for name in created:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_url(make_pg_database: Callable[[], str]) -> str:
+    """A PostgreSQL database migrated to head, shared by the session's PostgreSQL tests."""
+    url = make_pg_database()
+    upgrade(url)
+    return url
+
+
+def database_for(backend: str, request: pytest.FixtureRequest, tmp: Path) -> str:
+    """A migrated database on a backend: a fresh SQLite copy, or the session's PostgreSQL database."""
+    if backend == "sqlite":
+        db = tmp / "live.sqlite"
+        shutil.copyfile(request.getfixturevalue("migrated_db"), db)
+        return f"sqlite:///{db}"
+    return str(request.getfixturevalue("pg_url"))

@@ -1,0 +1,83 @@
+"""Helpers for web and store tests: a real uvicorn server in a thread, test settings."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+from sqlalchemy import text
+
+from app.config import Settings
+from app.core.library import Library
+from app.web.app import create_app
+
+REPO = Path(__file__).resolve().parents[1]
+SIGNATURES = REPO / "signatures"
+SAMPLES = REPO / "app" / "web" / "samples"
+
+
+@dataclass
+class LiveServer:
+    """A real uvicorn server running create_app() in a thread."""
+
+    url: str
+    app: FastAPI
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30, **kwargs)
+
+    def count(self) -> int:
+        """Rows in the diagnoses table."""
+        with self.app.state.engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM diagnoses")).scalar_one())
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+@contextlib.contextmanager
+def live_server(settings: Settings, library: Library) -> Iterator[LiveServer]:
+    """Serve create_app(settings) with uvicorn on a free port until the block ends."""
+    app = create_app(settings, library=library)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", ws="none", lifespan="on", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield LiveServer(f"http://127.0.0.1:{port}", app)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def make_settings(database_url: str, tmp: Path, **overrides: Any) -> Settings:
+    """Settings for a test server: the shipped library, small limits so limits are cheap to test."""
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "data_dir": tmp,
+        "signatures_dir": SIGNATURES,
+        "max_upload_bytes": 256 << 10,
+        "max_in_flight": 4,
+    }
+    values.update(overrides)
+    return Settings(**values)
