@@ -25,9 +25,13 @@ BACKENDS = ["sqlite", "postgresql"]
 
 @pytest.fixture(scope="session")
 def signatures_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of signatures/ taken once, so every test (and the CLI) sees one library version."""
+    """A copy of signatures/ taken once, so every test (and the CLI) sees one library version.
+
+    TRACELORE_TEST_SIGNATURES points at another folder to copy (e.g. a `git archive` of HEAD
+    while signature files are being edited in the checkout).
+    """
     root = tmp_path_factory.mktemp("library") / "signatures"
-    shutil.copytree(SIGNATURES, root)
+    shutil.copytree(os.environ.get("TRACELORE_TEST_SIGNATURES") or SIGNATURES, root)
     return root
 
 

@@ -8,35 +8,17 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import httpx
-import pytest
 
 from app.core.library import Library
-from tests.conftest import BACKENDS, database_for
-from tests.support import SAMPLES, LiveServer, live_server, make_settings
+from tests.support import SAMPLES, LiveServer
+from tests.web.conftest import LIMIT
 
-LIMIT = 256 << 10
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
 KILLED = (SAMPLES / "oom-killed.log").read_bytes()
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def live(
-    request: pytest.FixtureRequest, library: Library, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveServer]:
-    tmp = tmp_path_factory.mktemp(f"live-{request.param}")
-    settings = make_settings(database_for(request.param, request, tmp), tmp, max_upload_bytes=LIMIT)
-    with live_server(settings, library) as server:
-        yield server
-
-
-@pytest.fixture
-def client(live: LiveServer) -> Iterator[httpx.Client]:
-    with live.client() as c:
-        yield c
 
 
 def assert_problem(response: httpx.Response, status: int, type_: str | None = None) -> dict[str, object]:

@@ -1,0 +1,78 @@
+"""Load shedding, readiness and storage settings, each on a server configured for it."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from app.core.library import Library
+from tests.support import SAMPLES, live_server, make_settings
+
+OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
+
+
+def _in_flight(client: httpx.Client) -> int:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("tracelore_diagnoses_in_flight "):
+            return int(line.split()[1])
+    raise AssertionError("no in-flight gauge")
+
+
+def test_beyond_max_in_flight_requests_get_503_quickly(sqlite_url: str, tmp_path: Path, library: Library) -> None:
+    settings = make_settings(sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=32 << 20, retry_after=7)
+    big = OOM * 1500  # about 7 MiB of a many-rank failure: a few seconds of matching
+    with live_server(settings, library) as server, server.client() as client:
+        results: list[int] = []
+        slow = threading.Thread(
+            target=lambda: results.append(client.post("/api/v1/diagnoses?store=false", content=big).status_code)
+        )
+        slow.start()
+        deadline = time.monotonic() + 20
+        while _in_flight(client) == 0:
+            assert time.monotonic() < deadline and slow.is_alive(), "the big diagnosis never started"
+            time.sleep(0.01)
+        started = time.monotonic()
+        refused = client.post("/api/v1/diagnoses", content=OOM)
+        elapsed = time.monotonic() - started
+        slow.join(60)
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "7"
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert elapsed < 1.0
+        assert results == [200]
+        assert server.count() == 0
+        # Once the slot is free, the next request is served.
+        assert client.post("/api/v1/diagnoses", content=OOM).status_code == 201
+
+
+def test_readyz_is_503_when_the_database_is_unreachable(tmp_path: Path, library: Library) -> None:
+    settings = make_settings("postgresql+psycopg://nobody@127.0.0.1:1/none", tmp_path)
+    with live_server(settings, library) as server, server.client() as client:
+        assert client.get("/healthz").status_code == 200
+        r = client.get("/readyz")
+        assert r.status_code == 503 and r.headers["retry-after"]
+        assert r.json()["type"] == "/problems/not-ready"
+
+
+def test_store_log_keeps_the_whole_log(sqlite_url: str, tmp_path: Path, library: Library) -> None:
+    settings = make_settings(sqlite_url, tmp_path, store_log=True, retention_days=0)
+    with live_server(settings, library) as server, server.client() as client:
+        created = client.post(
+            "/api/v1/diagnoses", content=gzip.compress(OOM), headers={"Content-Encoding": "gzip"}
+        ).json()
+        log = client.get(f"/api/v1/diagnoses/{created['id']}/log")
+        assert log.status_code == 200 and log.content == OOM
+        home = client.get("/", headers={"Accept": "text/html"}).text
+        assert "keep the whole log" in home and "kept until an operator deletes them" in home
+        page = client.get(f"/d/{created['id']}", headers={"Accept": "text/html"}).text
+        assert f"/api/v1/diagnoses/{created['id']}/log" in page
+
+
+def test_base_url_makes_the_permalinks(sqlite_url: str, tmp_path: Path, library: Library) -> None:
+    settings = make_settings(sqlite_url, tmp_path, base_url="https://tracelore.example.org/")
+    with live_server(settings, library) as server, server.client() as client:
+        created = client.post("/api/v1/diagnoses", content=OOM).json()
+        assert created["url"] == f"https://tracelore.example.org/d/{created['id']}"

@@ -1,0 +1,107 @@
+"""The pages, end to end on a real server: the form works without JavaScript and the diagnosis page says it all."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from tests.support import SAMPLES, LiveServer
+
+HTML = {"Accept": "text/html,application/xhtml+xml"}
+
+
+def submit(client: httpx.Client, **kwargs: object) -> httpx.Response:
+    """What a browser sends for the form: both the text area and the file input."""
+    files = kwargs.pop("files", None) or {"log": (None, ""), "file": ("", b"", "application/octet-stream")}
+    return client.post("/diagnose", files=files, headers=HTML, follow_redirects=False, **kwargs)  # type: ignore[arg-type]
+
+
+def test_home_has_a_labelled_form_samples_and_the_storage_policy(client: httpx.Client) -> None:
+    page = client.get("/", headers=HTML)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert '<label for="log">' in html and '<label for="file">' in html
+    assert 'method="post"' in html and 'enctype="multipart/form-data"' in html
+    assert "deleted after 30 days" in html and "SHA-256" in html
+    assert "?sample=ddp-cuda-oom" in html
+    assert '<html lang="en">' in html and 'name="viewport"' in html
+    # Everything is served by the app: no external scripts, styles or fonts.
+    assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', html)
+
+
+def test_static_files_are_served(client: httpx.Client) -> None:
+    css = client.get("/static/tracelore.css")
+    js = client.get("/static/tracelore.js")
+    assert css.status_code == 200 and "text/css" in css.headers["content-type"]
+    assert js.status_code == 200 and "javascript" in js.headers["content-type"]
+
+
+def test_a_sample_fills_the_paste_box(client: httpx.Client) -> None:
+    html = client.get("/?sample=ddp-cuda-oom", headers=HTML).text
+    assert "Tried to allocate 3.91 GiB" in html
+    assert client.get("/samples/oom-killed.log").text == (SAMPLES / "oom-killed.log").read_text()
+    assert client.get("/?sample=nope", headers=HTML).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("sample", "initiating"),
+    [("ddp-cuda-oom", "cuda.oom"), ("oom-killed", "host.oom_killed"), ("torn-checkpoint", "checkpoint.truncated")],
+)
+def test_each_sample_is_diagnosed(client: httpx.Client, sample: str, initiating: str) -> None:
+    body = client.post("/api/v1/diagnoses?store=false", content=(SAMPLES / f"{sample}.log").read_bytes()).json()
+    assert body["candidates"][0]["id"] == initiating and body["candidates"][0]["role"] == "initiating"
+
+
+def test_pasting_a_log_redirects_to_its_permalink_page(live: LiveServer, client: httpx.Client) -> None:
+    before = live.count()
+    text = (SAMPLES / "ddp-cuda-oom.log").read_text()
+    r = submit(client, files={"log": (None, text), "file": ("", b"", "application/octet-stream")})
+    assert r.status_code == 303
+    assert re.fullmatch(r".*/d/[A-Za-z0-9_-]{22}", r.headers["location"])
+    assert live.count() == before + 1
+    page = client.get(r.headers["location"], headers=HTML)
+    assert page.status_code == 200
+    html = page.text
+    assert "<h1>CUDA out of memory</h1>" in html
+    assert "rank 5, line 20" in html  # the initiating failure first, with rank and line
+    assert "<mark>CUDA out of memory. Tried to allocate 3.91 GiB</mark>" in html  # the matched span
+    assert "<dt>requested</dt><dd><code>3.91 GiB</code></dd>" in html  # captured facts
+    assert 'href="/failures/cuda.oom"' in html
+    assert 'class="copy" data-copy="verify-cuda.oom" hidden' in html  # shown by JavaScript only
+    assert "Collateral: echoes of the failure above" in html and "Why collateral:" in html
+    assert "<details>" in html and "NCCL collective timed out" in html
+    assert "Timeline across ranks" in html and "Log context around the evidence" in html
+    record_id = r.headers["location"].rsplit("/", 1)[1]
+    assert f'href="/api/v1/diagnoses/{record_id}"' in html
+
+
+def test_choosing_a_file_works_and_wins_over_an_empty_paste(client: httpx.Client) -> None:
+    data = (SAMPLES / "torn-checkpoint.log").read_bytes()
+    r = submit(client, files={"log": (None, ""), "file": ("torn.log", data, "text/plain")})
+    assert r.status_code == 303
+    assert "Checkpoint file truncated" in client.get(r.headers["location"], headers=HTML).text
+
+
+def test_an_empty_form_shows_the_error_on_the_form(live: LiveServer, client: httpx.Client) -> None:
+    before = live.count()
+    r = submit(client)
+    assert r.status_code == 422 and r.headers["content-type"].startswith("text/html")
+    assert 'role="alert"' in r.text and "empty" in r.text and '<textarea id="log"' in r.text
+    assert live.count() == before
+
+
+def test_unknown_pages_are_html_for_browsers_and_problems_for_clients(client: httpx.Client) -> None:
+    page = client.get("/d/not-a-real-id", headers=HTML)
+    assert page.status_code == 404 and "<h1" in page.text and "expired" in page.text
+    problem = client.get("/d/not-a-real-id")
+    assert problem.status_code == 404 and problem.headers["content-type"] == "application/problem+json"
+
+
+def test_log_text_is_escaped_and_a_log_without_known_failures_renders(client: httpx.Client) -> None:
+    log = "epoch 1 done\nERROR: <script>alert('x')</script> while uploading metrics\nbye\n"
+    r = submit(client, files={"log": (None, log)})
+    html = client.get(r.headers["location"], headers=HTML).text
+    assert "No known failure found" in html and "Unexplained error lines" in html
+    assert "<script>alert" not in html and "&lt;script&gt;alert" in html

@@ -1,0 +1,79 @@
+"""`tracelore serve` and `tracelore db`: migrations, then a server that works with no configuration."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from app.cli import main
+from tests.support import SAMPLES
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_migrates_and_serves_with_two_workers(tmp_path: Path, signatures_dir: Path) -> None:
+    # A one-folder library keeps three processes' start-up cheap; the full library is tested elsewhere.
+    small = tmp_path / "signatures"
+    shutil.copytree(signatures_dir / "memory", small / "memory")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELORE_")}
+    env.update({"TRACELORE_DATA_DIR": str(tmp_path / "data"), "TRACELORE_SIGNATURES_DIR": str(small)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not become ready"
+            time.sleep(0.25)
+        assert (tmp_path / "data" / "tracelore.sqlite").is_file()
+        assert "Tracelore" in httpx.get(url + "/", headers={"Accept": "text/html"}).text
+        created = httpx.post(f"{url}/api/v1/diagnoses", content=(SAMPLES / "oom-killed.log").read_bytes())
+        assert created.status_code == 201
+        # Any worker can read what another stored.
+        for _ in range(4):
+            assert httpx.get(created.headers["location"]).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+    assert f"serving on http://127.0.0.1:{port}/" in out
+
+
+def test_db_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACELORE_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite'}")
+    runner = CliRunner()
+    assert runner.invoke(main, ["db", "current"]).stdout.startswith("base")
+    up = runner.invoke(main, ["db", "upgrade"])
+    assert up.exit_code == 0 and "revision 0001" in up.stdout
+    assert runner.invoke(main, ["db", "current"]).stdout.strip() == "0001"
+    down = runner.invoke(main, ["db", "downgrade", "base"])
+    assert down.exit_code == 0 and "base" in down.stdout
