@@ -8,7 +8,6 @@ one at a time.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,8 @@ from app.core.versions import spec_problem
 from app.errors import EmptyLog, Issue, LibraryError
 
 # Time a backtracking engine (the browser's, Python's) may spend on one hostile line.
-BACKTRACK_BUDGET = 0.25
+# Generous: catastrophic backtracking takes minutes, and a loaded machine must not fail the lint.
+BACKTRACK_BUDGET = 1.0
 _ADVERSARIAL_LEN = 20_000
 _PLACEHOLDER = regex.compile(r"\{([a-z][a-z0-9_]*)\}")
 _CAPTURE = regex.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
@@ -95,18 +95,10 @@ def check_backtracking(sig: Signature, path: Path) -> Iterable[Issue]:
             continue
         compiled = regex.compile(pattern)
         for bait in _adversarial(pattern):
-            started = time.perf_counter()
             try:
                 compiled.search(bait, timeout=BACKTRACK_BUDGET)
             except TimeoutError:
-                yield Issue(
-                    path,
-                    None,
-                    f"{name}: catastrophic backtracking on a hostile line of {bait[:12]!r}...",
-                )
-                break
-            if time.perf_counter() - started > BACKTRACK_BUDGET:
-                yield Issue(path, None, f"{name}: slow on a hostile line of {bait[:12]!r}...")
+                yield Issue(path, None, f"{name}: catastrophic backtracking on a hostile line of {bait[:12]!r}...")
                 break
 
 

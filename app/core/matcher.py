@@ -39,10 +39,11 @@ class LineHit:
 class PatternHits:
     """Where one pattern matched in one file."""
 
-    count: int = 0
+    count: int = 0  # matching lines; a lower bound once saturated
     first: list[LineHit] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
     last_line: int = 0
+    saturated: bool = False  # so frequent that only its last line per chunk is tracked
 
 
 @dataclass(slots=True)
@@ -128,6 +129,12 @@ class _FileScanner:
                 continue
             if idx in self.plan.error and self.errors_kept >= KEEP_ERRORS:
                 continue
+            hits = scan.hits.get(idx)
+            if hits is not None and hits.saturated:
+                # Noise-frequent pattern: locating every hit would cost a pass per pattern.
+                hits.count += 1
+                hits.last_line = _last_line(self.library.compiled[idx], chunk, view)
+                continue
             found.extend(_locate(self.library.compiled[idx], view, idx))
         found.sort(key=lambda f: f[0])
         self._record(chunk, view, found)
@@ -147,6 +154,8 @@ class _FileScanner:
             hits.last_line = no
             if len(hits.lines) < KEEP_LINES:
                 hits.lines.append(no)
+            elif idx not in plan.extract or len(hits.first) >= KEEP_FIRST:
+                hits.saturated = True
             if idx not in plan.extract and idx not in plan.version:
                 continue
             if idx in plan.extract and len(hits.first) >= KEEP_FIRST and idx not in plan.error:
@@ -208,6 +217,21 @@ def _progress_lines(compiled: Iterable[Any], chunk: Chunk, start: int) -> list[i
     return out
 
 
+def _last_line(compiled: Any, chunk: Chunk, view: bytes) -> int:
+    """The line of the last match of a pattern in a chunk, searched from the end."""
+    size, window = len(view), 64 << 10
+    while True:
+        start = max(0, size - window)
+        if start:
+            start = view.find(b"\n", start) + 1 or size
+        offsets = [o for o, _, _ in _locate(compiled, view, 0, start)]
+        if offsets or start == 0:
+            break
+        window *= 8
+    last = offsets[-1] if offsets else 0
+    return chunk.first_line + chunk.data.count(b"\n", 0, last)
+
+
 def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tuple[int, int, None]]:
     """The start of the first match of a pattern on each line of a chunk."""
     # The raw RE2 object, given a memoryview: the wrapper's search() copies the whole
@@ -248,3 +272,19 @@ def scan_file(library: Library, chunks: Iterable[Chunk], *, name: str | None, in
     for chunk in chunks:
         scanner.feed(chunk)
     return scanner.finish()
+
+
+def matching_lines(library: Library, chunks: Iterable[Chunk]) -> Iterator[int]:
+    """Every line number on which any pattern of the library matches (the raw fast pass)."""
+    for chunk in chunks:
+        view = chunk.scan_view()
+        offsets = sorted(
+            {o for idx in library.prefilter.Match(view) or () for o, _, _ in _locate(library.compiled[idx], view, idx)}
+        )
+        no, counted, last = chunk.first_line, 0, 0
+        for offset in offsets:
+            no += chunk.data.count(b"\n", counted, offset)
+            counted = offset
+            if no != last:
+                yield no
+                last = no

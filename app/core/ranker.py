@@ -41,10 +41,13 @@ class Position:
     time: datetime | None
 
     def before(self, other: Position) -> bool:
+        """Earlier in time when both lines carry comparable times, else earlier in the log."""
+        a, b = self.time, other.time
+        # Times without a year (glog, syslog) are 1900: comparable only with each other.
+        if a is not None and b is not None and (a.year == 1900) == (b.year == 1900) and a != b:
+            return a < b
         if self.file_index == other.file_index:
             return self.line < other.line
-        if self.time is not None and other.time is not None:
-            return self.time < other.time
         return self.file_index < other.file_index
 
 
@@ -79,10 +82,13 @@ class _Judge:
         self.library = library
         self.scan = scan
 
-    def lines_of(self, pattern: str) -> list[int]:
+    def lines_of(self, pattern: str) -> list[int] | None:
+        """Lines where a companion pattern matched; None when too frequent to have kept them all."""
         idx = self.library.index.get(pattern)
         hits = self.scan.hits.get(idx) if idx is not None else None
-        return hits.lines if hits is not None else []
+        if hits is None:
+            return []
+        return None if hits.saturated else hits.lines
 
     def valid(self, sig: Signature, pattern: Pattern, hit: LineHit) -> str | None:
         """Why a hit does not count, or None when it does."""
@@ -91,11 +97,15 @@ class _Judge:
             return f"{pattern.name}: not at the start of the line's content (source: emitted)"
         window = pattern.window or sig.window
         no = hit.line.no
+        # A companion too frequent to track is taken as present, an exclude as absent:
+        # noise must not veto a real hit.
         for companion in pattern.near:
-            if not _near(self.lines_of(companion), no, window.before, window.after):
+            lines = self.lines_of(companion)
+            if lines is not None and not _near(lines, no, window.before, window.after):
                 return f"{pattern.name}: companion {companion!r} not within the window"
         for ex in sig.excludes:
-            if _near(self.lines_of(ex.regex), no, sig.window.before, sig.window.after):
+            lines = self.lines_of(ex.regex)
+            if lines is not None and _near(lines, no, sig.window.before, sig.window.after):
                 return f"{pattern.name}: vetoed by exclude {ex.regex!r} ({ex.reason})"
         return None
 

@@ -13,7 +13,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio.to_thread
+import fastapi_offline
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -31,6 +34,8 @@ from app.web.templating import make_templates
 log = logging.getLogger("tracelore")
 
 STATIC = Path(__file__).resolve().parent / "static"
+# Swagger UI and ReDoc assets, bundled in a package: the docs pages need no CDN either.
+DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
 
 
 def _purge(app: FastAPI) -> None:
@@ -57,6 +62,28 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.engine.dispose()
 
 
+def _add_docs(app: FastAPI) -> None:
+    @app.get("/docs", include_in_schema=False)
+    def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="Tracelore API",
+            swagger_js_url="/static/docs/swagger-ui-bundle.js",
+            swagger_css_url="/static/docs/swagger-ui.css",
+            swagger_favicon_url="/static/docs/favicon.png",
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url="/openapi.json",
+            title="Tracelore API",
+            redoc_js_url="/static/docs/redoc.standalone.js",
+            redoc_favicon_url="/static/docs/favicon.png",
+            with_google_fonts=False,
+        )
+
+
 def create_app(settings: Settings | None = None, *, library: Library | None = None) -> FastAPI:
     """Build the web app: settings, engine, library, routes and error handlers."""
     settings = settings or Settings()
@@ -65,6 +92,8 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
         version=__version__,
         summary="Diagnose failed ML training runs from their logs.",
         lifespan=_lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = make_engine(settings.effective_database_url)
@@ -77,6 +106,8 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.include_router(api.router, prefix="/api/v1", tags=["diagnoses"])
     app.include_router(api.ops, tags=["operations"])
     app.include_router(pages.router, include_in_schema=False)
+    app.mount("/static/docs", StaticFiles(directory=DOCS_ASSETS), name="docs_assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    _add_docs(app)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app

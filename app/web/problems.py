@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from app.errors import TraceloreError
 
@@ -108,6 +109,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def _disconnected(request: Request, exc: Exception) -> Response:
+    # The client went away mid-upload: nobody reads this answer, and it is not our error.
+    return Response(status_code=400)
+
+
 async def _unexpected(request: Request, exc: Exception) -> Response:
     # A bug: log it with its traceback, tell the client nothing internal.
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -125,4 +131,5 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TraceloreError, _tracelore_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(ClientDisconnect, _disconnected)
     app.add_exception_handler(Exception, _unexpected)

@@ -313,6 +313,8 @@ async def _read_multipart(request: Request, body: AsyncIterator[bytes], limit: i
     try:
         form = await parser.parse()
     except MultiPartException as exc:
+        if "maximum size" in exc.message:  # a pasted `log` field over the limit
+            raise too_large(limit) from None
         raise BadInput(f"malformed multipart body: {exc.message}") from None
     closers: list[IO[bytes]] = []
     try:

@@ -1,0 +1,169 @@
+"""Throughput and peak memory of `tracelore diagnose` next to rg, grep and cat, on the same files.
+
+    python bench/run.py [--sizes 100M,1G] [--pad 1000] [--repeat 3] [--out bench/out]
+
+For each log size and each library (10 real patterns, the shipped library, the
+shipped library padded to --pad patterns) it times whole processes, best of
+--repeat, alternating tools so that load on a shared machine hits all alike:
+
+* `cat FILE > /dev/null`                     (reading the file)
+* `rg --no-unicode -c -f PATTERNS FILE`      (the yardstick; never rg's Unicode mode)
+* `LC_ALL=C grep -E -c -f PATTERNS.ere FILE` (patterns converted to ERE where possible)
+* `tracelore diagnose FILE --format json`    (the real command, library load included)
+
+It prints MB/s, the ratio to rg, peak RSS, and checks that the fast pass finds
+exactly the lines rg finds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.loggen import generate, parse_size  # noqa: E402
+from bench.padder import pad_library, small_library  # noqa: E402
+
+
+def to_ere(pattern: str) -> str | None:
+    """Best-effort conversion of an RE2 pattern to POSIX ERE for grep; None if it cannot be."""
+    if "(?i)" in pattern or "(?s)" in pattern or "\\A" in pattern or "\\z" in pattern:
+        return None
+    out = re.sub(r"\(\?P<\w+>", "(", pattern).replace("(?:", "(")
+    out = re.sub(r"(?<!\\)([*+?}])\?", r"\1", out)  # lazy quantifiers
+    for a, b in (("\\d", "[0-9]"), ("\\s", "[[:space:]]"), ("\\w", "[[:alnum:]_]"), ("\\S", "[^[:space:]]")):
+        out = out.replace(a, b)
+    return None if "(?" in out else out
+
+
+def rg_pattern(pattern: str) -> str:
+    """The same pattern for rg --no-unicode: no group names, non-ASCII as UTF-8 byte escapes."""
+    pattern = re.sub(r"[(][?]P<[A-Za-z_][A-Za-z0-9_]*>", "(?:", pattern)
+    return "".join(c if ord(c) < 128 else "".join(f"\\x{b:02X}" for b in c.encode()) for c in pattern)
+
+
+def timed(cmd: list[str] | str, *, shell: bool = False, env: dict[str, str] | None = None) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS in KiB and stdout of one whole process."""
+    wrapped = ["/usr/bin/time", "-f", "%e %M", *(["bash", "-c", cmd] if shell else cmd)]
+    started = time.perf_counter()
+    proc = subprocess.run(wrapped, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - started
+    last = proc.stderr.strip().splitlines()[-1].split()
+    return wall, int(last[1]), proc.stdout
+
+
+def lines_rg_finds(patterns: Path, log: Path) -> set[int]:
+    out = subprocess.run(
+        ["rg", "--no-unicode", "-n", "--no-filename", "-o", "-f", str(patterns), str(log)], capture_output=True
+    )
+    return {int(line.split(b":", 1)[0]) for line in out.stdout.split(b"\n") if line}
+
+
+def lines_we_find(library_dir: Path, log: Path) -> set[int]:
+    from app.core.library import load_library
+    from app.core.matcher import matching_lines
+    from app.core.reader import iter_chunks
+
+    return set(matching_lines(load_library(library_dir), iter_chunks(log)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100M,1G")
+    parser.add_argument("--pad", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    parser.add_argument("--check", action="store_true", help="also compare matched lines with rg (slow on 1G)")
+    args = parser.parse_args()
+    if not shutil.which("rg"):
+        sys.exit("ripgrep is needed: apt-get install ripgrep")
+    args.out.mkdir(parents=True, exist_ok=True)
+    tracelore = str(Path(sys.executable).with_name("tracelore"))
+
+    from app.core.library import load_library
+
+    shipped = ROOT / "signatures"
+    libraries = {
+        "10": (args.out / "lib10", lambda p: small_library(shipped, p, 10)),
+        "shipped": (shipped, None),
+        str(args.pad): (args.out / f"lib{args.pad}", lambda p: pad_library(shipped, p, args.pad)),
+    }
+    rows = []
+    for size_text in args.sizes.split(","):
+        size = parse_size(size_text)
+        log = args.out / f"train-{size_text}.log"
+        if not log.exists() or abs(log.stat().st_size - size) > size // 100:
+            print(f"generating {log} ...", file=sys.stderr)
+            generate(log, size)
+        mb = log.stat().st_size / 1e6
+        for label, (lib_dir, make) in libraries.items():
+            if make is not None and not lib_dir.exists():
+                make(lib_dir)
+            library = load_library(lib_dir)
+            patterns = args.out / f"patterns-{label}.txt"
+            # rg joins the patterns into one alternation: names must go (duplicates are an
+            # error) and each pattern is grouped so a leading (?i) stays its own.
+            patterns.write_text("".join(f"(?:{rg_pattern(p)})\n" for p in library.regexes))
+            ere = [e for e in (to_ere(p) for p in library.regexes) if e]
+            ere_file = args.out / f"patterns-{label}.ere"
+            ere_file.write_text("\n".join(ere) + "\n")
+            tools = {
+                "cat": (f"cat {log} > /dev/null", True, None),
+                "rg --no-unicode": (["rg", "--no-unicode", "-c", "-f", str(patterns), str(log)], False, None),
+                f"grep -E, C locale ({len(ere)} patterns)": (
+                    ["grep", "-E", "-c", "-f", str(ere_file), str(log)],
+                    False,
+                    {**os.environ, "LC_ALL": "C"},
+                ),
+                "tracelore diagnose": (
+                    [
+                        tracelore,
+                        "diagnose",
+                        str(log),
+                        "--format",
+                        "json",
+                        "--fail-on",
+                        "never",
+                        "--signatures",
+                        str(lib_dir),
+                    ],
+                    False,
+                    None,
+                ),
+            }
+            best: dict[str, tuple[float, int]] = {}
+            for _ in range(args.repeat):
+                for name, (cmd, shell, env) in tools.items():
+                    wall, rss, _ = timed(cmd, shell=shell, env=env)
+                    prior = best.get(name)
+                    best[name] = (min(wall, prior[0]) if prior else wall, max(rss, prior[1]) if prior else rss)
+            rg_wall = best["rg --no-unicode"][0]
+            for name, (wall, rss) in best.items():
+                rows.append(
+                    (size_text, f"{label} ({len(library.regexes)})", name, mb / wall, rg_wall / wall, rss / 1024)
+                )
+            if args.check:
+                ours, theirs = lines_we_find(lib_dir, log), lines_rg_finds(patterns, log)
+                status = (
+                    "same lines"
+                    if ours == theirs
+                    else f"DIFFER: {len(ours - theirs)} extra, {len(theirs - ours)} missing"
+                )
+                print(f"{size_text} {label}: {len(ours)} matching lines, {status}", file=sys.stderr)
+
+    print("| log | library (patterns) | tool | MB/s | x rg | peak RSS MB |")
+    print("|---|---|---|---:|---:|---:|")
+    for size_text, lib, name, mbs, ratio, rss in rows:
+        print(f"| {size_text} | {lib} | {name} | {mbs:,.0f} | {ratio:.2f} | {rss:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
