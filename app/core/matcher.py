@@ -9,7 +9,9 @@ the hits, not to the log.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +97,17 @@ def _groups(match: Any) -> dict[str, str]:
     return out
 
 
+@dataclass(slots=True)
+class _Probe:
+    """Where the patterns hit in one chunk, before anything is recorded."""
+
+    chunk: Chunk
+    view: bytes
+    found: list[tuple[int, int, None]] = field(default_factory=list)  # (offset, engine index, -)
+    progress: bool = False
+    saturated: dict[int, int] = field(default_factory=dict)  # engine index -> last line
+
+
 class _FileScanner:
     """Feeds the chunks of one file through the engine."""
 
@@ -106,8 +119,31 @@ class _FileScanner:
         self.progress_chunks: list[Chunk] = []  # the last chunks holding progress lines
         self.tail_chunk: Chunk | None = None
 
-    def feed(self, chunk: Chunk) -> None:
-        scan = self.scan
+    def probe(self, chunk: Chunk) -> _Probe:
+        """Find where patterns hit in a chunk. Runs in worker threads: it only reads shared state."""
+        view = chunk.scan_view()
+        probe = _Probe(chunk, view)
+        scan, plan, library = self.scan, self.plan, self.library
+        for idx in library.prefilter.Match(view) or ():  # RE2 releases the GIL while it scans
+            if idx in plan.progress:
+                probe.progress = True
+                continue
+            if idx in plan.version and all(k in scan.versions for k in library.confirm[idx].groupindex):
+                continue
+            if idx in plan.error and self.errors_kept >= KEEP_ERRORS:
+                continue
+            hits = scan.hits.get(idx)
+            if hits is not None and hits.saturated:
+                # Noise-frequent pattern: locating every hit would cost a pass per pattern.
+                probe.saturated[idx] = _last_line(library.compiled[idx], chunk, view)
+                continue
+            probe.found.extend(_locate(library.compiled[idx], view, idx))
+        probe.found.sort(key=lambda f: f[0])
+        return probe
+
+    def apply(self, probe: _Probe) -> None:
+        """Record a probed chunk's hits. Runs in the calling thread, in chunk order."""
+        scan, chunk = self.scan, probe.chunk
         if not scan.edge_lines:
             scan.edge_lines.extend(_edge_lines(chunk, head=True))
         self.tail_chunk = chunk
@@ -116,28 +152,13 @@ class _FileScanner:
         scan.bytes += len(chunk.data)
         # A last line without a final newline still counts.
         scan.lines = chunk.first_line - 1 + chunk.newlines + (not chunk.data.endswith(b"\n"))
-        view = chunk.scan_view()
-        hit_ids = self.library.prefilter.Match(view)
-        if not hit_ids:
-            return
-        found: list[tuple[int, int, None]] = []  # (offset, engine index, unused)
-        for idx in hit_ids:
-            if idx in self.plan.progress:
-                self.progress_chunks = [*self.progress_chunks[-1:], chunk]
-                continue
-            if idx in self.plan.version and all(k in scan.versions for k in self.library.confirm[idx].groupindex):
-                continue
-            if idx in self.plan.error and self.errors_kept >= KEEP_ERRORS:
-                continue
-            hits = scan.hits.get(idx)
-            if hits is not None and hits.saturated:
-                # Noise-frequent pattern: locating every hit would cost a pass per pattern.
-                hits.count += 1
-                hits.last_line = _last_line(self.library.compiled[idx], chunk, view)
-                continue
-            found.extend(_locate(self.library.compiled[idx], view, idx))
-        found.sort(key=lambda f: f[0])
-        self._record(chunk, view, found)
+        if probe.progress:
+            self.progress_chunks = [*self.progress_chunks[-1:], chunk]
+        for idx, last in probe.saturated.items():
+            hits = scan.hits[idx]
+            hits.count += 1
+            hits.last_line = last
+        self._record(chunk, probe.view, probe.found)
 
     def _record(self, chunk: Chunk, view: bytes, found: list[tuple[int, int, None]]) -> None:
         scan, plan = self.scan, self.plan
@@ -266,11 +287,25 @@ def _edge_lines(chunk: Chunk, *, head: bool) -> list[Line]:
     return out
 
 
-def scan_file(library: Library, chunks: Iterable[Chunk], *, name: str | None, index: int) -> FileScan:
-    """Run every pattern of the library over one file's chunks in one pass."""
+def scan_file(library: Library, chunks: Iterable[Chunk], *, name: str | None, index: int, threads: int = 2) -> FileScan:
+    """Run every pattern of the library over one file's chunks in one pass.
+
+    With threads > 1, chunks are probed in parallel (RE2 scans without the GIL) and
+    recorded in order, a bounded number in flight: memory stays a few chunks.
+    """
     scanner = _FileScanner(library, FileScan(name=name, index=index))
-    for chunk in chunks:
-        scanner.feed(chunk)
+    if threads <= 1:
+        for chunk in chunks:
+            scanner.apply(scanner.probe(chunk))
+        return scanner.finish()
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tracelore-scan") as pool:
+        pending: deque[Future[_Probe]] = deque()
+        for chunk in chunks:
+            pending.append(pool.submit(scanner.probe, chunk))
+            if len(pending) > threads:
+                scanner.apply(pending.popleft().result())
+        while pending:
+            scanner.apply(pending.popleft().result())
     return scanner.finish()
 
 
