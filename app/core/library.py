@@ -196,15 +196,22 @@ def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] 
     entries: list[tuple[str, Rule]] = [(p, Rule(kind, None, name)) for kind, name, p in builtin.PATTERNS]
     for sig in sigs:
         entries.extend(_signature_patterns(sig))
+    compiled: list[tuple[Any, Any]] = []
     for pattern, rule in entries:
         if pattern not in order:
-            problem = pattern_problem(pattern)
-            if problem:
+            # Compile once: each pattern for raw chunks and for decoded lines.
+            problem = "patterns match one line; remove the newline" if "\n" in pattern or "\\n" in pattern else None
+            try:
+                pair = (compile_re2(pattern), compile_text(pattern)) if problem is None else None
+            except re2.error as exc:
+                problem = f"not supported by the linear-time engine (RE2): {exc}"
+            if problem or pair is None:
                 path = (paths or {}).get(rule.signature or "", Path("<builtin>"))
                 issues.append(Issue(path, None, f"{rule.kind} {rule.name}: {problem}"))
                 continue
             order[pattern] = len(users)
             users.append([])
+            compiled.append(pair)
         users[order[pattern]].append(rule)
     seen: set[str] = set()
     for sig in sigs:
@@ -222,8 +229,8 @@ def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] 
         regexes=regexes,
         rules=tuple(tuple(u) for u in users),
         version=digest.hexdigest()[:12],
-        compiled=tuple(compile_re2(p) for p in regexes),
-        confirm=tuple(compile_text(p) for p in regexes),
+        compiled=tuple(scan for scan, _ in compiled),
+        confirm=tuple(text for _, text in compiled),
         index=MappingProxyType(dict(order)),
         prefilter=_compile_set(regexes),
         paths=MappingProxyType(dict(paths or {})),
