@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
+from sqlalchemy import Connection, text
 
 from app.config import Settings
 from app.store.db import make_engine
@@ -10,6 +11,7 @@ from app.store.tables import Base
 
 config = context.config
 target_metadata = Base.metadata
+MIGRATION_LOCK = 7_301_944_512  # pg_advisory lock id: instances starting together migrate one at a time
 
 
 def _url() -> str:
@@ -23,20 +25,25 @@ def run_offline() -> None:
         context.run_migrations()
 
 
+def _migrate(conn: Connection) -> None:
+    # render_as_batch: SQLite cannot ALTER most things; batch mode copies the table instead.
+    context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
+    with context.begin_transaction():
+        if conn.dialect.name == "postgresql":
+            # DDL is transactional on PostgreSQL: the second instance waits, then finds nothing to do.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK})
+        context.run_migrations()
+
+
 def run_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:  # a test passed its own connection
-        context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
-        with context.begin_transaction():
-            context.run_migrations()
+        _migrate(connection)
         return
     engine = make_engine(_url())
     try:
         with engine.connect() as conn:
-            # render_as_batch: SQLite cannot ALTER most things; batch mode copies the table instead.
-            context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
-            with context.begin_transaction():
-                context.run_migrations()
+            _migrate(conn)
     finally:
         engine.dispose()
 

@@ -109,7 +109,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     )
 
 
-async def _disconnected(request: Request, exc: Exception) -> Response:
+async def _disconnected(_request: Request, _exc: Exception) -> Response:
     # The client went away mid-upload: nobody reads this answer, and it is not our error.
     return Response(status_code=400)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,12 @@ def test_models_and_migrations_agree_and_downgrade_works(empty_url: str) -> None
     assert _tables(empty_url) <= {"alembic_version"}
     upgrade(empty_url)
     assert _diff(empty_url) == []
+
+
+def test_instances_starting_together_migrate_one_at_a_time(make_pg_database: Callable[[], str]) -> None:
+    url = make_pg_database()
+    code = f"from app.store.migrate import upgrade; upgrade({url!r})"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    assert _diff(url) == []

@@ -196,6 +196,10 @@ def test_too_large_body_is_413_with_the_limit(live: LiveServer, client: httpx.Cl
     assert "256 KiB" in str(body["detail"]) and body["limit"] == LIMIT
 
 
+def test_a_pasted_field_over_the_limit_is_413(live: LiveServer, client: httpx.Client) -> None:
+    rejected(live, client, 413, "too-large", files={"log": (None, "z" * (LIMIT + 10))})
+
+
 def test_gzip_bomb_is_413_fast(live: LiveServer, client: httpx.Client) -> None:
     bomb = gzip.compress(b"\0" * (64 << 20), compresslevel=9)  # 64 MiB -> 64 KiB
     assert len(bomb) < LIMIT
@@ -258,6 +262,15 @@ def test_chunked_body_growing_past_the_limit_is_413(live: LiveServer) -> None:
     assert live.count() == before
 
 
+def test_a_client_that_hangs_up_mid_upload_is_not_a_server_error(live: LiveServer, client: httpx.Client) -> None:
+    before = live.count()
+    with socket.create_connection(("127.0.0.1", live.port), timeout=10) as sock:
+        sock.sendall(b"POST /api/v1/diagnoses HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n" + b"a" * 1000)
+    time.sleep(0.2)
+    assert client.get("/healthz").status_code == 200
+    assert live.count() == before
+
+
 def test_bad_content_length_is_400(live: LiveServer) -> None:
     for value in (b"-5", b"ten"):
         head = b"POST /api/v1/diagnoses HTTP/1.1\r\nHost: t\r\nContent-Length: " + value + b"\r\n\r\n"
@@ -296,7 +309,10 @@ def test_health_readiness_metrics_and_docs(client: httpx.Client) -> None:
     assert 'tracelore_candidates_total{id="cuda.oom",role="initiating"}' in text
     assert 'tracelore_rejections_total{reason="empty-log"}' in text
     assert client.get("/openapi.json").json()["paths"]["/api/v1/diagnoses"]["post"]["requestBody"]
-    assert client.get("/docs").status_code == 200
+    docs = client.get("/docs").text
+    assert "/static/docs/swagger-ui-bundle.js" in docs and "cdn" not in docs
+    assert client.get("/static/docs/swagger-ui-bundle.js").status_code == 200
+    assert "cdn" not in client.get("/redoc").text
 
 
 def test_zz_no_request_in_this_module_got_a_500(client: httpx.Client) -> None:
