@@ -1,0 +1,35 @@
+"""The deployment files say what the README promises (no Docker engine here: check them as text)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from app.config import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_dockerfile_is_multi_stage_non_root_with_a_healthcheck() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    assert text.count("\nFROM ") + text.startswith("FROM ") >= 2
+    assert "\nUSER tracelore" in text and "HEALTHCHECK" in text and "/healthz" in text
+    assert 'CMD ["tracelore", "serve"]' in text  # serve runs the migrations first
+    assert "TRACELORE_WORKERS=" in text and "TRACELORE_HOST=0.0.0.0" in text
+    for folder in ("app", "signatures", "templates", "migrations"):
+        assert f"COPY {folder} ./{folder}" in text
+    known = {f"TRACELORE_{name.upper()}" for name in Settings.model_fields}
+    assert set(re.findall(r"TRACELORE_[A-Z_]+", text)) <= known
+
+
+def test_compose_runs_the_app_on_postgresql() -> None:
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    app = compose["services"]["app"]
+    assert app["environment"]["TRACELORE_DATABASE_URL"].startswith("postgresql://")
+    assert app["depends_on"]["db"]["condition"] == "service_healthy"
+    assert compose["services"]["db"]["image"].startswith("postgres:")
+    assert Settings(database_url=app["environment"]["TRACELORE_DATABASE_URL"]).database_url.startswith(
+        "postgresql+psycopg://"
+    )
