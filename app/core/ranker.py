@@ -231,21 +231,16 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
     terminal.sort(key=functools.cmp_to_key(_compare))
 
     roles: dict[str, tuple[str, str | None, str]] = {}
-    present: list[Found] = []
     for f in terminal:
-        cause = next(
-            (p for p in present if p.sig.id in f.sig.consequence_of and p.position.before(f.position)),
-            None,
-        )
+        cause = next((p for p in terminal if _is_cause(p, f, roles)), None)
         if cause is not None:
             roles[f.sig.id] = (
                 "collateral",
                 cause.sig.id,
-                f"follows {cause.sig.title} (line {cause.position.line}); it is usually an echo of that failure",
+                f"comes with {cause.sig.title} (line {cause.position.line}); it is usually an echo of that failure",
             )
         elif f.sig.role == "collateral":
             roles[f.sig.id] = ("collateral", None, "a report of a failure, not a cause of its own")
-        present.append(f)
 
     roots = [f for f in terminal if f.sig.id not in roles]
     root_rank = next(
@@ -289,6 +284,22 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
             )
         )
     return [c for _, c in sorted(out, key=lambda o: o[0])]
+
+
+CAUSE_AFTER_LINES = 5  # a cause printed just after its echo (a chained exception) still counts
+
+
+def _is_cause(cause: Found, echo: Found, roles: dict[str, tuple[str, str | None, str]]) -> bool:
+    """Whether `cause` is a failure `echo` is usually an echo of, seen before it or right with it."""
+    if cause is echo or cause.sig.id not in echo.sig.consequence_of:
+        return False
+    if roles.get(cause.sig.id, ("", None, ""))[1] == echo.sig.id:
+        return False  # already its echo: no cycles
+    a, b = cause.position, echo.position
+    if not b.before(a):
+        return True  # before it, or on the same line
+    same_place = a.file_index == b.file_index and cause.first[1].line.rank == echo.first[1].line.rank
+    return same_place and 0 <= a.line - b.line <= CAUSE_AFTER_LINES
 
 
 def _compare(a: Found, b: Found) -> int:
