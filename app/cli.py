@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -19,14 +20,16 @@ import click
 from app import __version__
 from app.config import Settings
 from app.core.diagnose import diagnose_many
+from app.core.formats import render_github, render_junit, render_sarif
 from app.core.library import TAXONOMY_FILE, Library, load_library
 from app.core.lint import lint as run_lint
 from app.core.lint import load_taxonomy
 from app.core.models import LIKELY, Diagnosis
 from app.core.render import render_markdown, render_text
 from app.errors import LibraryError, TraceloreError
+from app.remote import RemoteError, RemoteResult, human_size, padded_log, post_log
 
-FORMATS = ("text", "json", "markdown")
+FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
 
 
 def _library(signatures: Path | None) -> Library:
@@ -71,6 +74,79 @@ def main() -> None:
     """Tracelore: diagnose failed ML training runs from their logs."""
 
 
+def render(d: Diagnosis, fmt: str, *, base_url: str = "", permalink: str | None = None, raw: object = None) -> str:
+    """The report of a diagnosis in one of FORMATS."""
+    if fmt == "json":
+        if raw is not None:  # remote mode: the server's record, with its id and url
+            return json.dumps(raw, indent=2) + "\n"
+        return d.model_dump_json(indent=2) + "\n"
+    if fmt == "markdown":
+        return render_markdown(d, permalink=permalink, base_url=base_url)
+    if fmt == "sarif":
+        return (
+            json.dumps(render_sarif(d, tool_version=__version__, base_url=base_url, permalink=permalink), indent=2)
+            + "\n"
+        )
+    if fmt == "junit":
+        return render_junit(d, base_url=base_url, permalink=permalink)
+    if fmt == "github":
+        return render_github(d, base_url=base_url, permalink=permalink)
+    text = render_text(d)
+    return text + (f"Full diagnosis: {permalink}\n" if permalink else "")
+
+
+def _report_option(values: tuple[str, ...]) -> list[tuple[str, Path]]:
+    reports = []
+    for value in values:
+        fmt, sep, path = value.partition("=")
+        if not sep or fmt not in FORMATS or not path:
+            raise click.BadParameter(f"expected FORMAT=PATH with FORMAT one of {', '.join(FORMATS)}, got {value!r}")
+        reports.append((fmt, Path(path)))
+    return reports
+
+
+def _remote(
+    logs: tuple[str, ...],
+    library: Library,
+    *,
+    server: str,
+    api_key: str | None,
+    full: bool,
+    top: int | None,
+    max_wait: float,
+) -> RemoteResult:
+    if len(logs) != 1:
+        raise click.UsageError(
+            "remote mode sends one log per request: pass one file (diagnose several files locally, without --server)"
+        )
+    with _open_logs(logs) as opened:
+        name, stream = opened[0]
+        if full:
+            payload = stream.read()
+            click.echo(f"Sending {name}: the whole log, {len(payload):,} bytes", err=True)
+        else:
+            # The browser's selection rules, from the one definition the server publishes.
+            from app.core.evidence import prefilter_spec, select_evidence
+
+            excerpt = select_evidence(iter(lambda: stream.read(1 << 20), b""), prefilter_spec(library))
+            payload = padded_log(excerpt.lines)
+            click.echo(
+                f"Sending the evidence of {name}: kept {len(excerpt.lines):,} of {excerpt.total_lines:,} lines, "
+                f"{human_size(len(payload))} of {human_size(excerpt.total_bytes)} (--full sends the whole log)",
+                err=True,
+            )
+    filename = Path(name or "log").name
+    return post_log(
+        server,
+        payload,
+        filename=filename,
+        api_key=api_key,
+        top=top,
+        max_wait=max_wait,
+        notify=lambda message: click.echo(message, err=True),
+    )
+
+
 @main.command()
 @click.argument("logs", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
@@ -80,7 +156,14 @@ def main() -> None:
     type=click.Choice(["never", "likely", "any"]),
     default="any",
     show_default=True,
-    help="Which findings make the exit code 1.",
+    help="Which findings make the exit code 1: none, likely ones, or any in the final episode.",
+)
+@click.option(
+    "--report",
+    "reports",
+    multiple=True,
+    metavar="FORMAT=PATH",
+    help="Also write a report in FORMAT to PATH (repeatable), e.g. --report sarif=tracelore.sarif.",
 )
 @click.option(
     "--signatures",
@@ -88,20 +171,71 @@ def main() -> None:
     default=None,
     help="Signature folder.",
 )
-def diagnose(logs: tuple[str, ...], fmt: str, top: int | None, fail_on: str, signatures: Path | None) -> None:
-    """Diagnose LOGS (files, .gz files, or - for standard input) as one job."""
+@click.option(
+    "--server", envvar="TRACELORE_SERVER", default=None, help="Diagnose on this Tracelore server [TRACELORE_SERVER]."
+)
+@click.option("--api-key", envvar="TRACELORE_API_KEY", default=None, help="API key for --server [TRACELORE_API_KEY].")
+@click.option(
+    "--full", is_flag=True, help="With --server, send the whole log instead of the evidence selected locally."
+)
+@click.option(
+    "--max-wait",
+    type=click.FloatRange(min=0),
+    default=60,
+    show_default=True,
+    help="With --server, the longest Retry-After (seconds) to wait out before giving up.",
+)
+@click.option(
+    "--base-url",
+    envvar="TRACELORE_BASE_URL",
+    default=None,
+    help="Address of the service for encyclopedia links [TRACELORE_BASE_URL; the --server URL in remote mode].",
+)
+def diagnose(
+    logs: tuple[str, ...],
+    fmt: str,
+    top: int | None,
+    fail_on: str,
+    reports: tuple[str, ...],
+    signatures: Path | None,
+    server: str | None,
+    api_key: str | None,
+    full: bool,
+    max_wait: float,
+    base_url: str | None,
+) -> None:
+    """Diagnose LOGS (files, .gz files, or - for standard input) as one job.
+
+    Exit status: 0 nothing found (per --fail-on), 1 a failure was found, 2 usage, input or server error.
+    """
+    extra = _report_option(reports)
+    if full and not server:
+        raise click.UsageError("--full needs --server (locally the whole log is always read)")
     library = _library(signatures)
+    permalink = None
+    raw = None
     try:
-        with _open_logs(logs) as opened:
-            result = diagnose_many(opened, library, top=top)
+        if server:
+            remote = _remote(logs, library, server=server, api_key=api_key, full=full, top=top, max_wait=max_wait)
+            result, permalink, raw = remote.diagnosis, remote.url, remote.raw
+        else:
+            with _open_logs(logs) as opened:
+                result = diagnose_many(opened, library, top=top)
+    except RemoteError as exc:
+        raise click.ClickException(str(exc)) from exc
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
-    if fmt == "json":
-        click.echo(result.model_dump_json(indent=2))
-    elif fmt == "markdown":
-        click.echo(render_markdown(result), nl=False)
-    else:
-        click.echo(render_text(result), nl=False)
+    links = base_url if base_url is not None else (server or Settings().base_url)
+    click.echo(render(result, fmt, base_url=links, permalink=permalink, raw=raw), nl=False)
+    for report_fmt, path in extra:
+        try:
+            path.write_text(render(result, report_fmt, base_url=links, permalink=permalink, raw=raw), encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot write the {report_fmt} report to {path}: {exc.strerror or exc}"
+            ) from exc
+    if permalink and fmt != "text":
+        click.echo(f"Full diagnosis: {permalink}", err=True)
     sys.exit(1 if _failed(result, fail_on) else 0)
 
 

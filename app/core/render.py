@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.core.models import Candidate, Diagnosis, Evidence
+from app.core.models import Candidate, Diagnosis, Evidence, Unexplained
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 
@@ -21,11 +21,32 @@ def _where(c: Candidate | Evidence) -> str:
     return ", ".join(parts)
 
 
-def _mark(e: Evidence) -> str:
-    start, end = e.span
-    if end <= start:
-        return e.text
-    return f"{e.text[:start]}»{e.text[start:end]}«{e.text[end:]}"
+def _mark(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """The line with every matched span between » and « (overlapping spans merged)."""
+    merged: list[list[int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out, pos = [], 0
+    for start, end in merged:
+        out += [text[pos:start], "»", text[start:end], "«"]
+        pos = end
+    return "".join(out) + text[pos:]
+
+
+def group_evidence(evidence: Iterable[Evidence]) -> list[tuple[Evidence, list[tuple[int, int]]]]:
+    """One entry per evidence line (patterns hitting the same line share it), with all its spans."""
+    lines: dict[tuple[str | None, int], tuple[Evidence, list[tuple[int, int]]]] = {}
+    for e in evidence:
+        lines.setdefault((e.file, e.line), (e, []))[1].append(e.span)
+    return list(lines.values())
+
+
+def _line_label(e: Evidence | Unexplained, several: bool) -> str:
+    """The line number, with the file name when the diagnosis spans several files."""
+    return f"{e.file}:{e.line}" if several and e.file else f"{e.line:>8}"
 
 
 def _groups(d: Diagnosis) -> tuple[list[Candidate], list[Candidate], list[Candidate]]:
@@ -39,6 +60,7 @@ def _groups(d: Diagnosis) -> tuple[list[Candidate], list[Candidate], list[Candid
 def render_text(d: Diagnosis) -> str:
     """What a person reads in a terminal: the initiating failure first, echoes grouped below."""
     out: list[str] = []
+    several = len(d.input.files) > 1
     size = f"{d.input.lines:,} lines, {d.input.bytes:,} bytes"
     if not d.candidates:
         out.append(f"No known failure found ({size}).")
@@ -54,7 +76,7 @@ def render_text(d: Diagnosis) -> str:
         if c.facts:
             out.append("  facts: " + ", ".join(f"{k}={v}" for k, v in c.facts.items()))
         out.append("  evidence:")
-        out += [f"    {e.line:>8} | {_mark(e)}" for e in c.evidence]
+        out += [f"    {_line_label(e, several)} | {_mark(e.text, spans)}" for e, spans in group_evidence(c.evidence)]
         out.append("  fix:")
         out += [f"    {i}. {step}" for i, step in enumerate(c.fix, 1)]
         out += [f"  verify: {c.verify}", f"  resume: {c.resume}", f"  more: {c.path}"]
@@ -66,30 +88,58 @@ def render_text(d: Diagnosis) -> str:
         out += [f"  - {c.title} [{c.id}] at {_where(c)}: {c.why}" for c in earlier]
     if d.unexplained:
         out += ["", "UNEXPLAINED ERROR LINES:"]
-        out += [f"  {u.line:>8} | {u.text}" + (f"  (x{u.count})" if u.count > 1 else "") for u in d.unexplained]
+        out += [
+            f"  {_line_label(u, several)} | {u.text}" + (f"  (x{u.count})" if u.count > 1 else "")
+            for u in d.unexplained
+        ]
     out += ["", f"Read {size}; library {d.library_version}."]
     return "\n".join(out).lstrip("\n") + "\n"
 
 
-def _md_evidence(evidence: Iterable[Evidence]) -> list[str]:
-    lines = ["```text"]
-    lines += [f"{e.line:>8} | {e.text}" for e in evidence]
-    return [*lines, "```"]
+def _fence(lines: list[str]) -> list[str]:
+    """A fenced code block that no backtick run inside the lines can close early."""
+    ticks = "`" * max(3, *(_ticks(line) + 1 for line in lines))
+    return [f"{ticks}text", *lines, ticks]
+
+
+def _ticks(line: str) -> int:
+    best = run = 0
+    for ch in line:
+        run = run + 1 if ch == "`" else 0
+        best = max(best, run)
+    return best
+
+
+def _cell(value: str) -> str:
+    """A table cell value as inline code: pipes escaped, backticks cannot end it early."""
+    ticks = "`" * (_ticks(value) + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    escaped = value.replace("|", "\\|")
+    return f"{ticks}{pad}{escaped}{pad}{ticks}"
 
 
 def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str = "") -> str:
-    """A report for a PR comment, a CI job summary or a chat message."""
+    """A report for a PR comment, a CI job summary or a chat message.
+
+    Encyclopedia titles link to the service only when its address (base_url) is known:
+    a relative link would point into the forge that shows the report.
+    """
     out = ["## Tracelore diagnosis", ""]
+    several = len(d.input.files) > 1
+    if permalink:
+        out += [f"Full diagnosis: {permalink}", ""]
     main, echoes, earlier = _groups(d)
     if not d.candidates:
-        out.append(f"No known failure found in {d.input.lines:,} lines.")
+        out += [f"No known failure found in {d.input.lines:,} lines.", ""]
     for c in main:
         head = "Initiating failure" if c.role == "initiating" else "Also failed"
-        out += [f"### {head}: [{c.title}]({base_url}{c.path}) `{c.id}`", ""]
+        title = f"[{c.title}]({base_url.rstrip('/')}{c.path})" if base_url else c.title
+        out += [f"### {head}: {title} `{c.id}`", ""]
         out += [f"**{c.band}** (confidence {c.confidence:.2f}) at {_where(c)}", "", c.summary, ""]
         if c.facts:
-            out += ["| fact | value |", "|---|---|"] + [f"| {k} | `{v}` |" for k, v in c.facts.items()] + [""]
-        out += _md_evidence(c.evidence) + ["", "**Fix**", ""]
+            out += ["| fact | value |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in c.facts.items()] + [""]
+        out += _fence([f"{_line_label(e, several)} | {e.text}" for e, _ in group_evidence(c.evidence)])
+        out += ["", "**Fix**", ""]
         out += [f"{i}. {step}" for i, step in enumerate(c.fix, 1)]
         out += ["", f"**Verify:** {c.verify}", "", f"**Resume:** {c.resume}", ""]
     if echoes:
@@ -101,14 +151,13 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
         out += [f"- `{c.id}` {c.title} at {_where(c)}" for c in earlier]
         out.append("")
     if d.unexplained:
-        out += ["**Unexplained error lines**", ""] + _md_evidence_plain(d) + [""]
-    if permalink:
-        out += [f"Full diagnosis: {permalink}", ""]
+        out += ["**Unexplained error lines**", ""]
+        out += _fence(
+            [
+                f"{_line_label(u, several)} | {u.text}" + (f"  (x{u.count})" if u.count > 1 else "")
+                for u in d.unexplained
+            ]
+        )
+        out.append("")
     out.append(f"<sub>library {d.library_version}, {d.input.lines:,} lines read</sub>")
     return "\n".join(out) + "\n"
-
-
-def _md_evidence_plain(d: Diagnosis) -> list[str]:
-    lines = ["```text"]
-    lines += [f"{u.line:>8} | {u.text}" + (f"  (x{u.count})" if u.count > 1 else "") for u in d.unexplained]
-    return [*lines, "```"]
