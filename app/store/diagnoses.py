@@ -120,7 +120,8 @@ def get_log(session: Session, diagnosis_id: str, *, not_before: datetime | None 
     ).first()
     if row is None or (not_before is not None and _aware(row.created_at) < not_before):
         return None
-    return row.log_gz
+    log_gz: bytes | None = row.log_gz
+    return log_gz
 
 
 def purge_expired(session: Session, *, before: datetime) -> int:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
+from typing import TextIO
 
 from alembic import command
 from alembic.config import Config
@@ -14,7 +14,7 @@ from app.store.db import make_engine
 MIGRATIONS = Path(__file__).resolve().parent.parent.parent / "migrations"
 
 
-def alembic_config(url: str, *, stdout: io.TextIOBase | None = None) -> Config:
+def alembic_config(url: str, *, stdout: TextIO | None = None) -> Config:
     """An Alembic Config for the database at url."""
     cfg = Config(stdout=stdout) if stdout is not None else Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))

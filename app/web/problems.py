@@ -50,13 +50,14 @@ def problem_response(
         metrics.rejection(type_.rsplit("/", 1)[-1])
     if wants_html(request):
         templates = request.app.state.templates
-        return templates.TemplateResponse(
+        page: Response = templates.TemplateResponse(
             request,
             "error.html",
             {"status": status, "title": title, "detail": detail},
             status_code=status,
             headers=headers,
         )
+        return page
     body = {"type": type_, "title": title, "status": status, "detail": detail, "instance": request.url.path}
     body.update(extra or {})
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
