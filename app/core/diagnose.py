@@ -6,30 +6,47 @@ from collections.abc import Sequence
 
 from app.core.library import Library
 from app.core.matcher import FileScan, scan_file
-from app.core.models import Diagnosis, InputInfo
+from app.core.models import Candidate, Diagnosis, InputInfo, Unexplained
 from app.core.ranker import find_signatures, rank_found, unexplained
 from app.core.reader import Source, iter_chunks, source_name
+from app.core.redact import DEFAULT, Redactor, count_placeholders
 from app.errors import EmptyLog
 
 
-def scan_sources(sources: Sequence[tuple[str | None, Source]], library: Library) -> list[FileScan]:
-    """One pass of the library over each source."""
-    return [
-        scan_file(library, iter_chunks(source, file=name), name=name, index=i)
-        for i, (name, source) in enumerate(sources)
-    ]
+def scan_sources(
+    sources: Sequence[tuple[str | None, Source]], library: Library, *, redactor: Redactor = DEFAULT
+) -> list[FileScan]:
+    """One pass of the library over each source (file names and picked-out lines redacted)."""
+    scans = []
+    for i, (name, source) in enumerate(sources):
+        shown = redactor.line(name).text if name else name
+        scans.append(scan_file(library, iter_chunks(source, file=shown), name=shown, index=i, redactor=redactor))
+    return scans
 
 
-def diagnose(source: Source, library: Library, *, top: int | None = None, name: str | None = None) -> Diagnosis:
-    """Diagnose one log: a path, bytes or a binary stream."""
-    return diagnose_many([(name if name is not None else source_name(source), source)], library, top=top)
+def diagnose(
+    source: Source,
+    library: Library,
+    *,
+    top: int | None = None,
+    name: str | None = None,
+    redactor: Redactor = DEFAULT,
+) -> Diagnosis:
+    """Diagnose one log: a path, bytes or a binary stream. Secrets never reach the result."""
+    return diagnose_many(
+        [(name if name is not None else source_name(source), source)], library, top=top, redactor=redactor
+    )
 
 
 def diagnose_many(
-    sources: Sequence[tuple[str | None, Source]], library: Library, *, top: int | None = None
+    sources: Sequence[tuple[str | None, Source]],
+    library: Library,
+    *,
+    top: int | None = None,
+    redactor: Redactor = DEFAULT,
 ) -> Diagnosis:
     """Diagnose the logs of one job (e.g. one file per rank) as a whole."""
-    scans = scan_sources(sources, library)
+    scans = scan_sources(sources, library, redactor=redactor)
     if not any(s.bytes for s in scans) or all(s.blank for s in scans):
         raise EmptyLog("the log is empty: there is nothing to diagnose")
     return assemble(scans, library, top=top)
@@ -50,6 +67,7 @@ def assemble(scans: Sequence[FileScan], library: Library, *, top: int | None = N
     )
     ranks = sorted({e.rank for c in candidates for e in c.evidence if e.rank is not None})
     cut = {(s.index, h.line.no) for s in scans for ph in s.hits.values() for h in ph.first if h.line.cut}
+    unexplained_lines = unexplained(library, scans)
     return Diagnosis(
         library_version=library.version,
         input=InputInfo(
@@ -63,5 +81,19 @@ def assemble(scans: Sequence[FileScan], library: Library, *, top: int | None = N
             versions=versions,
         ),
         candidates=candidates,
-        unexplained=unexplained(library, scans),
+        unexplained=unexplained_lines,
+        redactions=shown_redactions(candidates, unexplained_lines, [s.name for s in scans]),
     )
+
+
+def shown_redactions(
+    candidates: Sequence[Candidate], unexplained_lines: Sequence[Unexplained], names: Sequence[str | None]
+) -> dict[str, int]:
+    """Secrets removed from what a diagnosis shows (each log line counted once), by type."""
+    texts: dict[tuple[str | None, int], str] = {}
+    for candidate in candidates:
+        for e in candidate.evidence:
+            texts[(e.file, e.line)] = e.text
+    for u in unexplained_lines:
+        texts[(u.file, u.line)] = u.text
+    return count_placeholders([*texts.values(), *(n for n in names if n)])

@@ -20,6 +20,7 @@ import re2
 from app.core.library import Library
 from app.core.models import Line
 from app.core.reader import Chunk, make_line
+from app.core.redact import DEFAULT, Redactor
 
 KEEP_FIRST = 32  # hits per pattern and file kept with their text (evidence)
 KEEP_LINES = 4096  # line numbers per pattern and file kept (windows, explained lines)
@@ -111,8 +112,9 @@ class _Probe:
 class _FileScanner:
     """Feeds the chunks of one file through the engine."""
 
-    def __init__(self, library: Library, scan: FileScan) -> None:
+    def __init__(self, library: Library, scan: FileScan, redactor: Redactor = DEFAULT) -> None:
         self.library = library
+        self.redactor = redactor  # lines are redacted as they are picked out, before confirming
         self.plan = _plan(library)
         self.scan = scan
         self.errors_kept = 0
@@ -145,7 +147,7 @@ class _FileScanner:
         """Record a probed chunk's hits. Runs in the calling thread, in chunk order."""
         scan, chunk = self.scan, probe.chunk
         if not scan.edge_lines:
-            scan.edge_lines.extend(_edge_lines(chunk, head=True))
+            scan.edge_lines.extend(_edge_lines(chunk, head=True, redactor=self.redactor))
         self.tail_chunk = chunk
         if scan.blank and not chunk.data.isspace():
             scan.blank = False
@@ -189,7 +191,9 @@ class _FileScanner:
             line = lines.get(start)
             if line is None:
                 end = view.find(b"\n", offset)
-                line = lines[start] = make_line(data[start : end if end >= 0 else len(data)], no, file=scan.name)
+                line = lines[start] = make_line(
+                    data[start : end if end >= 0 else len(data)], no, file=scan.name, redactor=self.redactor
+                )
             confirmed = self.library.confirm[idx].search(line.text)
             groups = _groups(confirmed) if confirmed is not None else {}
             if idx in plan.version:
@@ -218,7 +222,7 @@ class _FileScanner:
     def finish(self) -> FileScan:
         scan = self.scan
         if self.tail_chunk is not None:
-            scan.edge_lines.extend(_edge_lines(self.tail_chunk, head=False))
+            scan.edge_lines.extend(_edge_lines(self.tail_chunk, head=False, redactor=self.redactor))
         for chunk in self.progress_chunks:
             scan.progress.extend(self._progress_tail(chunk))
         scan.progress = sorted(set(scan.progress))[-PROGRESS_TAIL:]
@@ -269,7 +273,7 @@ def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tupl
         pos = end + 1
 
 
-def _edge_lines(chunk: Chunk, *, head: bool) -> list[Line]:
+def _edge_lines(chunk: Chunk, *, head: bool, redactor: Redactor = DEFAULT) -> list[Line]:
     """A few parsed lines at the start or the end of a chunk."""
     data = chunk.data
     if head:
@@ -283,17 +287,25 @@ def _edge_lines(chunk: Chunk, *, head: bool) -> list[Line]:
     for i, piece in enumerate(raw):
         frame = piece.rsplit(b"\r", 1)[-1]
         if frame.strip():
-            out.append(make_line(frame, first + i))
+            out.append(make_line(frame, first + i, redactor=redactor))
     return out
 
 
-def scan_file(library: Library, chunks: Iterable[Chunk], *, name: str | None, index: int, threads: int = 2) -> FileScan:
+def scan_file(
+    library: Library,
+    chunks: Iterable[Chunk],
+    *,
+    name: str | None,
+    index: int,
+    threads: int = 2,
+    redactor: Redactor = DEFAULT,
+) -> FileScan:
     """Run every pattern of the library over one file's chunks in one pass.
 
     With threads > 1, chunks are probed in parallel (RE2 scans without the GIL) and
     recorded in order, a bounded number in flight: memory stays a few chunks.
     """
-    scanner = _FileScanner(library, FileScan(name=name, index=index))
+    scanner = _FileScanner(library, FileScan(name=name, index=index), redactor)
     if threads <= 1:
         for chunk in chunks:
             scanner.apply(scanner.probe(chunk))

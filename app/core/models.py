@@ -1,7 +1,8 @@
 """The one JSON shape of a diagnosis, shared by the API, the CLI and storage.
 
 `Diagnosis` is what `diagnose()` returns; `Line` is what the reader yields.
-Bump `SCHEMA_VERSION` on any incompatible change to `Diagnosis`.
+Bump `SCHEMA_VERSION` on any incompatible change to `Diagnosis`; fields added with a
+default (like `redactions`) are compatible: older stored diagnoses still validate.
 """
 
 from __future__ import annotations
@@ -88,6 +89,13 @@ class Unexplained(_Frozen):
     rank: int | None = None
 
 
+class ExcerptInfo(_Frozen):
+    """What was received when the client sent an excerpt of a larger log (see app.core.evidence)."""
+
+    lines: int = Field(description="lines received")
+    bytes: int = Field(description="bytes of text received")
+
+
 class InputInfo(_Frozen):
     """What was read."""
 
@@ -99,6 +107,9 @@ class InputInfo(_Frozen):
     end: datetime | None = None
     cut_lines: int = Field(0, description="extracted lines shortened by the line cap")
     versions: dict[str, str] = Field(default_factory=dict, description="versions found")
+    excerpt: ExcerptInfo | None = Field(
+        None, description="set when only an excerpt was received; bytes and lines are then the original log's"
+    )
 
 
 class Diagnosis(_Frozen):
@@ -109,6 +120,11 @@ class Diagnosis(_Frozen):
     input: InputInfo
     candidates: list[Candidate]
     unexplained: list[Unexplained]
+    redactions: dict[str, int] = Field(
+        default_factory=dict,
+        description="secrets replaced by [REDACTED:<type>] placeholders in the log text this diagnosis keeps "
+        "and shows, counted by type (never the values)",
+    )
 
     @property
     def initiating(self) -> Candidate | None:

@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from app.core.models import Line
 from app.core.prefixes import parse_prefixes
+from app.core.redact import DEFAULT, Redactor
 
 Source = str | Path | bytes | bytearray | memoryview | BinaryIO
 
@@ -125,9 +126,10 @@ def decode(data: bytes, cap: int = LINE_CAP) -> tuple[str, int]:
     return text, cut
 
 
-def make_line(data: bytes, no: int, *, file: str | None = None) -> Line:
-    """Build a `Line` from the raw bytes of one frame."""
+def make_line(data: bytes, no: int, *, file: str | None = None, redactor: Redactor = DEFAULT) -> Line:
+    """Build a `Line` from the raw bytes of one frame: decoded, secrets redacted, prefixes parsed."""
     text, cut = decode(data)
+    text = redactor.line(text).text
     prefix = parse_prefixes(text)
     return Line(
         no=no,
@@ -153,7 +155,7 @@ def _frames(physical: bytes) -> Iterable[bytes]:
             yield part
 
 
-def read_lines(source: Source, *, file: str | None = None) -> Iterator[Line]:
+def read_lines(source: Source, *, file: str | None = None, redactor: Redactor = DEFAULT) -> Iterator[Line]:
     """Yield every line of a log, numbered and normalised, in bounded memory."""
     name = file if file is not None else source_name(source)
     for chunk in iter_chunks(source, file=name):
@@ -167,5 +169,5 @@ def read_lines(source: Source, *, file: str | None = None) -> Iterator[Line]:
                 physical = physical.partition(b"\r")[2]
             for frame in _frames(physical):
                 if frame.strip():
-                    yield make_line(frame, no, file=name)
+                    yield make_line(frame, no, file=name, redactor=redactor)
             no += 1

@@ -7,15 +7,17 @@ import hashlib
 import time
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import IO
 
 import anyio.to_thread
 
 from app.core.diagnose import diagnose
+from app.core.excerpt import Excerpt, diagnose_excerpt, excerpt_windows
 from app.core.library import Library
 from app.core.models import Diagnosis
-from app.core.reader import decode, iter_chunks
+from app.core.reader import decode, iter_chunks, strip_ansi
+from app.core.redact import DEFAULT, Redactor, count_placeholders
 from app.errors import NotText, Overloaded
 from app.store.diagnoses import Window, WindowLine
 from app.web.metrics import Metrics
@@ -90,14 +92,24 @@ def _hash(file: IO[bytes]) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def _compress(file: IO[bytes]) -> bytes:
+def _compress_redacted(file: IO[bytes], redactor: Redactor) -> tuple[bytes, dict[str, int]]:
+    """The whole log as kept: decoded, ANSI stripped, secrets redacted line by line, gzip-compressed."""
     packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+    stream = redactor.stream()
     parts = []
-    while block := file.read(1 << 20):
-        parts.append(packer.compress(block))
+    for chunk in iter_chunks(file):
+        lines = chunk.data.split(b"\n")
+        if chunk.data.endswith(b"\n"):
+            lines.pop()
+        out = []
+        for raw in lines:
+            frames = raw.split(b"\r")
+            out.append("\r".join(stream.line(decode(f, cap=len(f) + 1)[0]) for f in frames))
+        text = "\n".join(out) + ("\n" if chunk.data.endswith(b"\n") else "")
+        parts.append(packer.compress(text.encode("utf-8")))
     parts.append(packer.flush())
     file.seek(0)
-    return b"".join(parts)
+    return b"".join(parts), dict(sorted(stream.counts.items()))
 
 
 def _wanted(diagnosis: Diagnosis, context: int) -> list[tuple[int, int]]:
@@ -140,6 +152,21 @@ def evidence_windows(file: IO[bytes], diagnosis: Diagnosis, *, context: int, nam
     return windows
 
 
+def excerpt_evidence_windows(excerpt: Excerpt, diagnosis: Diagnosis, *, context: int, name: str | None) -> list[Window]:
+    """`evidence_windows` for an excerpt: the lines it holds around the evidence, by original number."""
+    windows: list[Window] = []
+    budget = MAX_WINDOW_LINES
+    for span in excerpt_windows(excerpt, _wanted(diagnosis, context)):
+        lines = []
+        for no, text in span[: max(0, budget)]:
+            frames = [f for f in strip_ansi(text.encode("utf-8", errors="replace")).split(b"\r") if f.strip()]
+            lines.append(WindowLine(no=no, text=decode(frames[-1] if frames else b"")[0]))
+        budget -= len(lines)
+        if lines:
+            windows.append(Window(file=name, lines=lines))
+    return windows
+
+
 def analyse(
     file: IO[bytes],
     library: Library,
@@ -149,23 +176,66 @@ def analyse(
     context: int,
     keep_log: bool,
     metrics: Metrics,
+    redactor: Redactor = DEFAULT,
+    excerpt: Excerpt | None = None,
 ) -> Analysis:
-    """Check, hash and diagnose one log (blocking: run it in a worker thread)."""
+    """Check, hash, diagnose and redact one log (blocking: run it in a worker thread).
+
+    With `excerpt` (lines picked out of a larger log; `file` holds their text), line numbers
+    and sizes in the diagnosis are the original log's.
+
+    Nothing leaves this function unredacted: the diagnosis is built from redacted lines,
+    the file name, the context windows and the kept log are redacted here.
+    """
     check_text(file.read(SNIFF))
     file.seek(0)
     size, sha256 = _hash(file)
+    if name is not None:
+        name = redactor.line(name).text
     started = time.perf_counter()
-    diagnosis = diagnose(file, library, top=top, name=name)
+    if excerpt is not None:
+        diagnosis = diagnose_excerpt(excerpt, library, top=top, name=name, redactor=redactor)
+    else:
+        diagnosis = diagnose(file, library, top=top, name=name, redactor=redactor)
     metrics.diagnosis(time.perf_counter() - started, ((c.id, c.role) for c in diagnosis.candidates))
     file.seek(0)
-    windows = evidence_windows(file, diagnosis, context=context, name=name)
-    log_gz = _compress(file) if keep_log else None
+    if excerpt is not None:
+        windows = excerpt_evidence_windows(excerpt, diagnosis, context=context, name=name)
+    else:
+        windows = evidence_windows(file, diagnosis, context=context, name=name)
+    windows = redact_windows(windows, redactor)
+    log_gz, log_counts = _compress_redacted(file, redactor) if keep_log else (None, {})
+    counts = shown_counts(diagnosis, windows, log_counts)
+    if counts != diagnosis.redactions:
+        diagnosis = diagnosis.model_copy(update={"redactions": counts})
     return Analysis(diagnosis=diagnosis, windows=windows, input_bytes=size, input_sha256=sha256, log_gz=log_gz)
 
 
-def redact(analysis: Analysis) -> Analysis:
-    """The step between diagnosis and anything stored or shown; secrets redaction belongs here."""
-    return replace(analysis)
+def redact_windows(windows: list[Window], redactor: Redactor) -> list[Window]:
+    """Context windows with secrets replaced; a PEM key spanning lines of a window goes whole."""
+    out = []
+    for window in windows:
+        stream = redactor.stream()
+        lines = [WindowLine(no=line.no, text=stream.line(line.text)) for line in window.lines]
+        out.append(Window(file=window.file, lines=lines))
+    return out
+
+
+def shown_counts(diagnosis: Diagnosis, windows: list[Window], log_counts: dict[str, int]) -> dict[str, int]:
+    """Secrets removed from everything kept of a log, by type: each line counted once."""
+    texts: dict[tuple[str | None, int], str] = {}
+    for c in diagnosis.candidates:
+        for e in c.evidence:
+            texts[(e.file, e.line)] = e.text
+    for u in diagnosis.unexplained:
+        texts[(u.file, u.line)] = u.text
+    for w in windows:
+        for line in w.lines:
+            texts[(w.file, line.no)] = line.text
+    counts = count_placeholders([*texts.values(), *diagnosis.input.files])
+    for kind, n in log_counts.items():
+        counts[kind] = max(counts.get(kind, 0), n)
+    return dict(sorted(counts.items()))
 
 
 async def run_analysis(
@@ -178,14 +248,26 @@ async def run_analysis(
     context: int,
     keep_log: bool,
     metrics: Metrics,
+    redactor: Redactor = DEFAULT,
+    excerpt: Excerpt | None = None,
 ) -> Analysis:
-    """Diagnose in a worker thread, holding one of the gate's slots."""
+    """Diagnose (and redact) in a worker thread, holding one of the gate's slots."""
     with gate.slot():
         metrics.add_in_flight(1)
         try:
             analysis = await anyio.to_thread.run_sync(
-                lambda: analyse(file, library, name=name, top=top, context=context, keep_log=keep_log, metrics=metrics)
+                lambda: analyse(
+                    file,
+                    library,
+                    name=name,
+                    top=top,
+                    context=context,
+                    keep_log=keep_log,
+                    metrics=metrics,
+                    redactor=redactor,
+                    excerpt=excerpt,
+                )
             )
         finally:
             metrics.add_in_flight(-1)
-    return redact(analysis)
+    return analysis
