@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ async def diagnose_form(
 
 @dataclass(frozen=True)
 class TimelineEntry:
-    time: Any
+    time: datetime | None
     rank: int | None
     line: int
     candidate: Candidate
@@ -111,9 +112,16 @@ def _timeline(diagnosis: Diagnosis) -> list[TimelineEntry]:
                 first[key] = entry
         first.setdefault((c.id, c.rank), TimelineEntry(c.time, c.rank, c.line, c))
     entries = list(first.values())
-    has_time = all(e.time is not None for e in entries)
-    entries.sort(key=lambda e: (e.time, e.line) if has_time else (e.line, 0))  # type: ignore[return-value]
+    if all(e.time is not None for e in entries):
+        entries.sort(key=lambda e: (_comparable(e.time) if e.time else datetime.min, e.line))
+    else:
+        entries.sort(key=lambda e: e.line)
     return entries[:60]
+
+
+def _comparable(value: datetime) -> datetime:
+    """Logs mix naive and zoned timestamps; compare them all as naive UTC."""
+    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
 
 
 def _context(windows: list[Window], candidate: Candidate) -> list[Window]:

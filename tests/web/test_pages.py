@@ -105,3 +105,16 @@ def test_log_text_is_escaped_and_a_log_without_known_failures_renders(client: ht
     html = client.get(r.headers["location"], headers=HTML).text
     assert "No known failure found" in html and "Unexplained error lines" in html
     assert "<script>alert" not in html and "&lt;script&gt;alert" in html
+
+
+def test_the_timeline_orders_failures_across_ranks_in_time(client: httpx.Client) -> None:
+    log = (
+        "[2026-03-14 09:24:31,774] torch.distributed.elastic.multiprocessing.api: [WARNING] "
+        "Sending process 48206 closing signal SIGTERM\n"
+        "2026-03-14T09:24:29+00:00 [rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. "
+        "GPU 5 has a total capacity of 79.15 GiB of which 2.12 GiB is free.\n"
+    )
+    r = submit(client, files={"log": (None, log)})
+    html = client.get(r.headers["location"], headers=HTML).text
+    timeline = html.split("Timeline across ranks", 1)[1]
+    assert timeline.index("CUDA out of memory") < timeline.index("terminated by the launcher")
