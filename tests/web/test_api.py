@@ -117,6 +117,25 @@ def test_nul_bytes_and_invalid_utf8_are_accepted_on_every_backend(client: httpx.
     assert got and all("\x00" not in line["text"] for w in got for line in w["lines"])
 
 
+def test_crlf_lone_cr_and_ansi_are_normalised(client: httpx.Client) -> None:
+    plain = strip(client.post("/api/v1/diagnoses", content=OOM).json())
+    crlf = client.post("/api/v1/diagnoses", content=OOM.replace(b"\n", b"\r\n")).json()
+    assert strip(crlf)["candidates"] == plain["candidates"]
+    coloured = OOM.replace(b"torch.OutOfMemoryError", b"\x1b[31mtorch.OutOfMemoryError\x1b[0m")
+    coloured = coloured.replace(b"step 1/12000", b"\x1b]0;title\x07 45%|####  | 45/100 [00:01<00:01]\rstep 1/12000")
+    r = client.post("/api/v1/diagnoses", content=coloured)
+    assert r.status_code == 201 and r.json()["candidates"][0]["id"] == "cuda.oom"
+    assert "\x1b" not in r.text
+    windows = client.get(f"/api/v1/diagnoses/{r.json()['id']}/windows").text
+    assert "\\u001b" not in windows and "\x1b" not in windows
+
+
+def test_one_line_without_a_newline_as_big_as_the_limit(client: httpx.Client) -> None:
+    r = client.post("/api/v1/diagnoses", content=b"a" * (LIMIT - 200) + b" RuntimeError: boom")
+    assert r.status_code == 201, r.text
+    assert r.json()["input"]["lines"] == 1
+
+
 def test_only_the_evidence_windows_are_kept(client: httpx.Client) -> None:
     r = client.post("/api/v1/diagnoses", content=OOM).json()
     windows = client.get(f"/api/v1/diagnoses/{r['id']}/windows").json()
