@@ -117,21 +117,26 @@ def _pattern_text(p: Pattern) -> str:
 
 _CODE_SPAN = re.compile(r"`([^`\n]{1,300})`")
 _PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+_ENTRY_ID = re.compile(r"(?<![\w./-])[a-z0-9_]+(?:\.[a-z0-9_]+)+(?![\w/-]|\.\w)")  # e.g. cuda.oom_fragmentation
+EntryLink = Callable[[str], str | None]  # an entry id -> its link, or None when it is not an entry
 
 
-def inline(text: str, facts: frozenset[str] | set[str] = frozenset()) -> Markup:
-    """Escape text; `code spans` become <code>; {fact} placeholders become <var>."""
+def inline(text: str, facts: frozenset[str] | set[str] = frozenset(), *, link: EntryLink | None = None) -> Markup:
+    """Escape text; entry ids become links (when `link` knows them); `code spans` become <code>;
+    {fact} placeholders become <var>."""
     html = str(escape(" ".join(text.split())))
+    if link is not None:
+        html = _ENTRY_ID.sub(lambda m: f'<a href="{href}">{m[0]}</a>' if (href := link(m[0])) else m[0], html)
     html = _CODE_SPAN.sub(lambda m: f"<code>{m[1]}</code>", html)
     if facts:
         html = _PLACEHOLDER.sub(lambda m: f"<var>{m[1]}</var>" if m[1] in facts else m[0], html)
     return Markup(html)
 
 
-def paragraphs(text: str) -> Markup:
+def paragraphs(text: str, *, link: EntryLink | None = None) -> Markup:
     """Blank-line separated paragraphs, each rendered inline."""
     parts = [p for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
-    return Markup("\n").join(Markup("<p>{}</p>").format(inline(p)) for p in parts)
+    return Markup("\n").join(Markup("<p>{}</p>").format(inline(p, link=link)) for p in parts)
 
 
 def plain(text: str, limit: int | None = None) -> str:

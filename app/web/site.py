@@ -171,6 +171,10 @@ class Site:
         present = [(a, h) for a, h, has in entries.SECTIONS if has(sig) and (a != "related" or related)]
         jsonld = [entries.article_ld(sig, url=canonical, version=self.library.version)]
         facts = entries.captures(sig)
+
+        def link(entry_id: str) -> str | None:  # ids named in the text link to their entries
+            return links.entry(entry_id) if entry_id in self.library.signatures and entry_id != sig.id else None
+
         faq = entries.faq_ld(sig)
         if faq:
             jsonld.append(faq)
@@ -187,8 +191,8 @@ class Site:
             related=related,
             jsonld=[entries.json_ld(d) for d in jsonld],
             description=entries.plain(sig.summary, 158),
-            inline=entries.inline,
-            paragraphs=entries.paragraphs,
+            inline=lambda text, facts=frozenset(): entries.inline(text, facts, link=link),
+            paragraphs=lambda text: entries.paragraphs(text, link=link),
             highlight_code=self.highlight,
         )
 
