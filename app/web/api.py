@@ -103,6 +103,7 @@ async def diagnose_request(
             context=settings.context_lines,
             keep_log=settings.store_log,
             metrics=metrics,
+            excerpt=upload.excerpt,
         )
     finally:
         upload.close()

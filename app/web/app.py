@@ -25,7 +25,7 @@ from app.config import Settings
 from app.core.library import Library, load_library
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import purge_expired
-from app.web import api, encyclopedia, pages
+from app.web import api, encyclopedia, evidence, pages
 from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
 from app.web.service import Gate
@@ -104,6 +104,8 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.templates = make_templates()
     app.state.encyclopedia = encyclopedia.Encyclopedia(app.state.library, app.state.templates.env)
     install_problem_handlers(app)
+    # Before api.router: its /signatures/{signature_id} would take "prefilter.json".
+    app.include_router(evidence.router, prefix="/api/v1", tags=["signatures"])
     app.include_router(api.router, prefix="/api/v1", tags=["diagnoses"])
     app.include_router(api.ops, tags=["operations"])
     app.include_router(pages.router, include_in_schema=False)

@@ -1,7 +1,8 @@
 """Read a log out of a request without trusting it: bounded while streaming, gzip decoded with a cap.
 
 Accepted bodies: `text/plain` (or `application/octet-stream`, or no type), `application/gzip`,
-`application/json` (`{"log": ..., "store": ..., "top": ...}`) and `multipart/form-data`
+`application/json` (`{"log": ..., "store": ..., "top": ...}`, or `{"excerpt": [{"line": n, "text": ...}, ...],
+"total_lines": ..., "total_bytes": ..., "name": ...}` for lines picked out of a larger log) and `multipart/form-data`
 (a `file` part or a `log` field, plus optional `store` and `top` fields). `Content-Encoding: gzip`
 works with all of them. The body is spooled to memory and, past 1 MiB, to a temporary file.
 """
@@ -19,11 +20,12 @@ from typing import IO, Any
 
 import anyio.to_thread
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from python_multipart.multipart import parse_options_header
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
+from app.core.excerpt import Excerpt
 from app.errors import BadInput, Invalid, TooLarge, UnsupportedType
 
 READ_CHUNK = 64 << 10  # decompressed bytes produced per step
@@ -55,14 +57,45 @@ def too_large(limit: int, what: str = "the log") -> TooLarge:
     )
 
 
-class JsonUpload(BaseModel):
-    """A log sent as JSON."""
+class ExcerptLine(BaseModel):
+    """One line of an excerpt: its number in the original log and its text."""
 
     model_config = ConfigDict(extra="forbid")
 
-    log: str = Field(description="the log text")
+    line: int = Field(ge=1, description="1-based line number in the original log")
+    text: str = Field(description="the line, without its newline")
+
+
+class JsonUpload(BaseModel):
+    """A log sent as JSON: the whole text (`log`), or an excerpt picked out of a larger log."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    log: str | None = Field(None, description="the log text")
+    excerpt: list[ExcerptLine] | None = Field(
+        None, description="lines picked out of a larger log, in order, with their original numbers"
+    )
+    total_lines: int | None = Field(None, ge=0, description="with `excerpt`: lines in the original log")
+    total_bytes: int | None = Field(None, ge=0, description="with `excerpt`: size of the original log")
+    name: str | None = Field(None, max_length=1000, description="with `excerpt`: the original file name")
     store: bool | None = Field(None, description="keep a permalink (default true)")
     top: int | None = Field(None, ge=1, le=100, description="at most this many candidates")
+
+    @model_validator(mode="after")
+    def _one_log(self) -> JsonUpload:
+        if (self.log is None) == (self.excerpt is None):
+            raise ValueError("send either `log` (the text) or `excerpt` (picked-out lines), not both or neither")
+        return self
+
+    def to_excerpt(self) -> Excerpt:
+        """The excerpt as the core takes it; raise `Invalid` if its numbering is impossible."""
+        lines = tuple((e.line, e.text) for e in self.excerpt or ())
+        last = lines[-1][0] if lines else 0
+        total_lines = self.total_lines if self.total_lines is not None else last
+        total_bytes = self.total_bytes if self.total_bytes is not None else sum(len(t) + 1 for _, t in lines)
+        excerpt = Excerpt(lines=lines, total_lines=total_lines, total_bytes=total_bytes)
+        excerpt.check()
+        return excerpt
 
 
 @dataclass
@@ -73,6 +106,7 @@ class Upload:
     name: str | None = None
     store: bool | None = None
     top: int | None = None
+    excerpt: Excerpt | None = None  # lines picked out of a larger log; `file` holds their text
     _closers: list[IO[bytes]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -301,10 +335,15 @@ async def _read_json(body: AsyncIterator[bytes]) -> Upload:
     except ValidationError as exc:
         errors = [{"location": ".".join(map(str, e["loc"])) or "body", "message": e["msg"]} for e in exc.errors()]
         raise Invalid(
-            "; ".join(f"{e['location']}: {e['message']}" for e in errors) + ' (expected {"log": "..."})',
+            "; ".join(f"{e['location']}: {e['message']}" for e in errors)
+            + ' (expected {"log": "..."} or {"excerpt": [{"line": 1, "text": "..."}]})',
             extra={"errors": errors},
         ) from None
-    log = request.log.encode("utf-8", errors="replace")
+    if request.excerpt is not None:
+        excerpt = request.to_excerpt()
+        name = _safe_name(request.name)
+        return Upload(io.BytesIO(excerpt.data()), name=name, store=request.store, top=request.top, excerpt=excerpt)
+    log = (request.log or "").encode("utf-8", errors="replace")
     return Upload(io.BytesIO(log), store=request.store, top=request.top)
 
 

@@ -1,0 +1,585 @@
+// Large logs: pick the evidence out in the browser and send only that.
+//
+// A file picked or dropped on a form marked `data-excerpt` is read here in blocks
+// (streams: never the whole file in memory). The rules and patterns come from the
+// server (GET /api/v1/signatures/prefilter.json; app/core/evidence.py defines them and
+// implements the same rules in Python): the head and tail of the log, every line a
+// library pattern or an error marker matches (capped per pattern), context around the
+// first matches, the last progress lines. The page shows what it kept, and on submit
+// posts only that, each line with its number in the original file. Without JavaScript,
+// or if anything here fails before sending, the form posts the whole file as usual.
+"use strict";
+(() => {
+  const BLOCK = 4 << 20; // bytes judged at a time
+  const MAX_CARRY = 8 << 20; // a line longer than this is judged on its start only
+  const SHOWN = 400; // kept lines listed on the page before sending
+
+  const form = document.querySelector("form[data-excerpt]");
+  if (!form || !window.TextDecoder || !window.ReadableStream || !window.fetch) return;
+  const fileInput = form.querySelector("input[type=file]");
+  if (!fileInput) return;
+
+  // ---- the page --------------------------------------------------------------------------
+  const panel = document.createElement("section");
+  panel.className = "excerpt";
+  panel.id = "excerpt";
+  panel.hidden = true;
+  panel.setAttribute("aria-live", "polite");
+  const status = document.createElement("p");
+  status.id = "excerpt-status";
+  const bar = document.createElement("progress");
+  bar.id = "excerpt-progress";
+  bar.max = 1;
+  bar.value = 0;
+  bar.setAttribute("aria-labelledby", "excerpt-status");
+  const summary = document.createElement("p");
+  summary.id = "excerpt-summary";
+  summary.className = "excerpt-summary";
+  const details = document.createElement("details");
+  details.id = "excerpt-lines";
+  const detailsTitle = document.createElement("summary");
+  detailsTitle.textContent = "The lines that will be sent";
+  const pre = document.createElement("pre");
+  pre.className = "window";
+  details.append(detailsTitle, pre);
+  const alert = document.createElement("div");
+  alert.className = "alert";
+  alert.id = "excerpt-error";
+  alert.setAttribute("role", "alert");
+  alert.hidden = true;
+  panel.append(status, bar, summary, details);
+  form.querySelector(".actions").before(panel);
+  form.before(alert);
+
+  let job = 0; // the current file's run; a newer pick cancels an older one
+  let excerpt = null; // the evidence of the chosen file, ready to send
+
+  const fmtInt = (n) => n.toLocaleString("en-US");
+  const fmtBytes = (n) => {
+    const units = [["GB", 1 << 30], ["MB", 1 << 20], ["KB", 1 << 10]];
+    for (const [unit, size] of units) {
+      if (n >= size) return `${(n / size).toFixed(n >= 10 * size ? 0 : 1)} ${unit}`;
+    }
+    return `${n} bytes`;
+  };
+
+  function showError(title, detail) {
+    alert.replaceChildren();
+    const strong = document.createElement("strong");
+    strong.textContent = title;
+    alert.append(strong, " ", detail);
+    alert.hidden = false;
+    alert.scrollIntoView({ block: "nearest" });
+  }
+
+  // ---- the rules -------------------------------------------------------------------------
+  const FOLD = new Uint8Array(256);
+  for (let b = 0; b < 256; b++) FOLD[b] = b >= 65 && b <= 90 ? b + 32 : b;
+  const lowerAscii = (s) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
+
+  function compileSpec(spec) {
+    const patterns = spec.patterns.map((p) => {
+      let re = null;
+      if (p.js !== null) {
+        try {
+          re = new RegExp(p.js, p.flags);
+        } catch (err) {
+          re = null; // judged on its atoms below, like a pattern the server could not translate
+        }
+      }
+      return { id: p.id, progress: p.kind === "progress", re, atoms: p.atoms };
+    });
+    const usable = patterns.filter((p) => p.re || p.atoms);
+    return {
+      rules: spec.rules,
+      ansi: new RegExp(spec.ansi, "g"),
+      patterns,
+      ac: buildAutomaton(usable.filter((p) => p.atoms)),
+      always: usable.filter((p) => !p.atoms && !p.progress).map((p) => p.id),
+      progressAlways: usable.some((p) => !p.atoms && p.progress),
+      progressIds: usable.filter((p) => p.progress).map((p) => p.id),
+    };
+  }
+
+  // Aho-Corasick over bytes, ASCII case folded: one pass finds every atom on every line.
+  function buildAutomaton(patterns) {
+    const encoder = new TextEncoder();
+    const words = [];
+    for (const p of patterns) for (const a of p.atoms) words.push([encoder.encode(a), p.id]);
+    const classOf = new Uint8Array(256);
+    let classes = 1;
+    for (const [bytes] of words) for (const b of bytes) if (!classOf[b]) classOf[b] = classes++;
+    const cls = new Uint8Array(256);
+    for (let b = 0; b < 256; b++) cls[b] = classOf[FOLD[b]];
+    const gotos = [new Map()];
+    const own = [[]];
+    for (const [bytes, id] of words) {
+      let s = 0;
+      for (const b of bytes) {
+        const c = classOf[b];
+        let next = gotos[s].get(c);
+        if (next === undefined) {
+          next = gotos.length;
+          gotos.push(new Map());
+          own.push([]);
+          gotos[s].set(c, next);
+        }
+        s = next;
+      }
+      own[s].push(id);
+    }
+    const n = gotos.length;
+    const Table = n < 65536 ? Uint16Array : Uint32Array;
+    const delta = new Table(n * classes);
+    const fail = new Int32Array(n);
+    const outs = new Array(n);
+    outs[0] = [];
+    const queue = [];
+    for (let c = 1; c < classes; c++) {
+      const next = gotos[0].get(c);
+      if (next !== undefined) {
+        delta[c] = next;
+        fail[next] = 0;
+        queue.push(next);
+      }
+    }
+    for (let head = 0; head < queue.length; head++) {
+      const s = queue[head];
+      outs[s] = own[s].concat(outs[fail[s]]);
+      for (let c = 1; c < classes; c++) {
+        const next = gotos[s].get(c);
+        if (next !== undefined) {
+          fail[next] = delta[fail[s] * classes + c];
+          delta[s * classes + c] = next;
+          queue.push(next);
+        } else {
+          delta[s * classes + c] = delta[fail[s] * classes + c];
+        }
+      }
+    }
+    const outIndex = new Int32Array(n).fill(-1);
+    const outLists = [];
+    for (let s = 0; s < n; s++) {
+      if (outs[s] && outs[s].length) {
+        outIndex[s] = outLists.length;
+        outLists.push([...new Set(outs[s])]);
+      }
+    }
+    return { delta, cls, classes, outIndex, outLists };
+  }
+
+  class Selector {
+    constructor(compiled) {
+      this.c = compiled;
+      this.r = compiled.rules;
+      this.decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+      this.kept = new Map(); // line number -> text
+      this.counts = new Map(); // pattern id -> matching lines so far
+      this.last = new Map(); // pattern id -> [line, text] of its last match
+      this.progress = []; // [line, text] of the last progress lines
+      this.tail = []; // [line, text] of the last lines
+      this.before = []; // [line, text] of the last `context` lines of the previous block
+      this.afterUntil = 0;
+      this.lines = 0; // lines judged so far
+      this.bytes = 0;
+    }
+
+    matches(text, ids) {
+      const c = this.c;
+      let t = text.includes("\x1b") ? text.replace(c.ansi, "") : text;
+      const frames = t.includes("\r") ? t.split("\r") : [t];
+      const found = [];
+      for (const id of ids) {
+        const p = c.patterns[id];
+        for (const f of frames) {
+          if (!f) continue;
+          if (p.re ? p.re.test(f) : p.atoms.some((a) => lowerAscii(f).includes(a))) {
+            found.push(id);
+            break;
+          }
+        }
+      }
+      return found;
+    }
+
+    // Judge one block of whole lines (the last block may end without a newline).
+    block(buf, truncated) {
+      const { delta, cls, classes, outIndex, outLists } = this.c.ac;
+      const r = this.r;
+      const base = this.lines;
+      const cands = []; // [line index, Set of pattern ids]
+      const longs = new Map(); // line index -> start offset, for lines over line_bytes
+      const n = buf.length;
+      let s = 0;
+      let li = 0;
+      let start = 0;
+      let hits = null;
+      for (let i = 0; i < n; i++) {
+        const b = buf[i];
+        if (b === 10) {
+          if (hits !== null) cands.push([li, hits]);
+          if (i - start > r.line_bytes) longs.set(li, start);
+          hits = null;
+          s = 0;
+          li++;
+          start = i + 1;
+          continue;
+        }
+        s = delta[s * classes + cls[b]];
+        const o = outIndex[s];
+        if (o >= 0) {
+          if (hits === null) hits = new Set();
+          for (const id of outLists[o]) hits.add(id);
+        }
+      }
+      const partial = start < n; // a last line without a newline
+      if (partial) {
+        if (hits !== null) cands.push([li, hits]);
+        if (n - start > r.line_bytes) longs.set(li, start);
+      }
+      const count = li + (partial ? 1 : 0);
+      for (const li2 of truncated) longs.set(li2, -1); // already cut to their start
+      const lines = this.decoder.decode(buf).split("\n");
+      const text = (i) => {
+        const at = longs.get(i);
+        if (at === undefined || at < 0) return lines[i];
+        return this.decoder.decode(buf.subarray(at, at + r.line_bytes));
+      };
+      const keep = (i) => {
+        if (i >= 0 && i < count) this.kept.set(base + i + 1, text(i));
+      };
+
+      // Head, and the context after a match in the previous block.
+      for (let i = 0; i < count && (base + i + 1 <= r.head || base + i + 1 <= this.afterUntil); i++) keep(i);
+
+      // Every line a pattern might match, in order; patterns over their cap wait for the end.
+      const capped = new Map(); // pattern id -> candidate line indexes after it reached its cap
+      const progressCands = [];
+      const always = this.c.always;
+      const todo = always.length ? Array.from({ length: count }, (_, i) => [i, new Set()]) : cands;
+      if (always.length) for (const [i, ids] of cands) todo[i][1] = ids;
+      for (const [i, ids] of todo) {
+        const check = [];
+        let progress = false;
+        for (const id of ids) {
+          if (this.c.patterns[id].progress) progress = true;
+          else if ((this.counts.get(id) || 0) >= r.per_pattern) {
+            if (!capped.has(id)) capped.set(id, []);
+            capped.get(id).push(i);
+          } else check.push(id);
+        }
+        for (const id of always) {
+          if ((this.counts.get(id) || 0) >= r.per_pattern) {
+            if (!capped.has(id)) capped.set(id, []);
+            capped.get(id).push(i);
+          } else check.push(id);
+        }
+        if (progress) progressCands.push(i);
+        if (!check.length) continue;
+        const found = this.matches(text(i), check.sort((a, b) => a - b));
+        const no = base + i + 1;
+        for (const id of found) {
+          const seen = (this.counts.get(id) || 0) + 1;
+          this.counts.set(id, seen);
+          this.last.set(id, [no, text(i)]);
+          if (seen <= r.per_pattern) keep(i);
+          if (seen <= r.with_context && r.context) {
+            for (let j = i - r.context; j < i; j++) {
+              if (j >= 0) keep(j);
+              else {
+                for (const [bno, btext] of this.before) if (bno === base + j + 1) this.kept.set(bno, btext);
+              }
+            }
+            for (let j = i + 1; j <= i + r.context; j++) keep(j);
+            this.afterUntil = Math.max(this.afterUntil, no + r.context);
+          }
+        }
+      }
+      // The last match of each pattern over its cap, searched from the end.
+      for (const [id, where] of capped) {
+        for (let k = where.length - 1; k >= 0; k--) {
+          const i = where[k];
+          if (this.matches(text(i), [id]).length) {
+            this.last.set(id, [base + i + 1, text(i)]);
+            break;
+          }
+        }
+      }
+      // The last progress lines, searched from the end.
+      const found = [];
+      const scan = this.c.progressAlways ? Array.from({ length: count }, (_, i) => i) : progressCands;
+      for (let k = scan.length - 1; k >= 0 && found.length < r.progress; k--) {
+        const i = scan[k];
+        if (this.matches(text(i), this.c.progressIds).length) found.push([base + i + 1, text(i)]);
+      }
+      this.progress = this.progress.concat(found.reverse()).slice(-r.progress);
+      const lastLines = [];
+      for (let i = Math.max(0, count - Math.max(r.tail, r.context)); i < count; i++) lastLines.push([base + i + 1, text(i)]);
+      this.tail = this.tail.concat(lastLines.slice(-r.tail)).slice(-r.tail);
+      this.before = this.before.concat(lastLines.slice(-r.context)).slice(-r.context);
+      this.lines += count;
+      this.bytes += n;
+    }
+
+    excerpt() {
+      const kept = new Map(this.kept);
+      for (const [no, text] of [...this.last.values(), ...this.progress, ...this.tail]) kept.set(no, text);
+      const numbers = [...kept.keys()].sort((a, b) => a - b);
+      return { lines: numbers.map((no) => ({ line: no, text: kept.get(no) })), total_lines: this.lines, total_bytes: this.bytes };
+    }
+  }
+
+  // ---- reading ---------------------------------------------------------------------------
+  async function* blocks(stream, lineBytes) {
+    // Whole lines in blocks of about BLOCK bytes; a line longer than MAX_CARRY is cut to
+    // its first line_bytes bytes (the rest is counted, not held).
+    const reader = stream.getReader();
+    let parts = [];
+    let size = 0;
+    let skipping = false; // inside an over-long line, dropping bytes until its newline
+    let prefix = null; // the kept start of that line
+    let dropped = 0;
+    const join = (chunks, total) => {
+      const out = new Uint8Array(total);
+      let at = 0;
+      for (const c of chunks) {
+        out.set(c, at);
+        at += c.length;
+      }
+      return out;
+    };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      let chunk = value;
+      if (skipping) {
+        const nl = chunk.indexOf(10);
+        if (nl < 0) {
+          dropped += chunk.length;
+          continue;
+        }
+        dropped += nl;
+        yield { buf: join([prefix, new Uint8Array([10])], prefix.length + 1), truncated: [0], extra: dropped };
+        skipping = false;
+        prefix = null;
+        dropped = 0;
+        chunk = chunk.subarray(nl + 1);
+      }
+      parts.push(chunk);
+      size += chunk.length;
+      if (size < BLOCK) continue;
+      const buf = join(parts, size);
+      const cut = buf.lastIndexOf(10);
+      if (cut < 0) {
+        if (size > MAX_CARRY) {
+          prefix = buf.slice(0, lineBytes);
+          dropped = size - prefix.length;
+          skipping = true;
+          parts = [];
+          size = 0;
+        } else {
+          parts = [buf];
+        }
+        continue;
+      }
+      yield { buf: buf.subarray(0, cut + 1), truncated: [], extra: 0 };
+      const rest = buf.slice(cut + 1);
+      parts = rest.length ? [rest] : [];
+      size = rest.length;
+    }
+    if (skipping) yield { buf: prefix, truncated: [0], extra: dropped };
+    else if (size) yield { buf: join(parts, size), truncated: [], extra: 0 };
+  }
+
+  function counted(stream, onBytes) {
+    let seen = 0;
+    return stream.pipeThrough(
+      new TransformStream({
+        transform(chunk, controller) {
+          seen += chunk.length;
+          onBytes(seen);
+          controller.enqueue(chunk);
+        },
+      }),
+    );
+  }
+
+  async function isGzip(file) {
+    const head = new Uint8Array(await file.slice(0, 2).arrayBuffer());
+    return head.length === 2 && head[0] === 0x1f && head[1] === 0x8b;
+  }
+
+  let specPromise = null;
+  function loadSpec() {
+    if (!specPromise) {
+      specPromise = fetch(form.dataset.specUrl, { headers: { Accept: "application/json" } }).then((r) => {
+        if (!r.ok) throw new Error(`the pattern list could not be loaded (HTTP ${r.status})`);
+        return r.json();
+      });
+      specPromise.catch(() => {
+        specPromise = null;
+      });
+    }
+    return specPromise;
+  }
+
+  async function selectFile(file, run) {
+    panel.hidden = false;
+    alert.hidden = true;
+    details.hidden = true;
+    summary.textContent = "";
+    status.textContent = `Reading ${file.name} (${fmtBytes(file.size)}) in your browser…`;
+    bar.value = 0;
+    const compiled = compileSpec(await loadSpec());
+    let stream = counted(file.stream(), (n) => {
+      bar.value = file.size ? n / file.size : 1;
+    });
+    if (await isGzip(file)) {
+      if (!window.DecompressionStream) throw new Error("this browser cannot read .gz files");
+      stream = stream.pipeThrough(new DecompressionStream("gzip"));
+    }
+    const selector = new Selector(compiled);
+    const started = performance.now();
+    let lastPaint = 0;
+    for await (const { buf, truncated, extra } of blocks(stream, compiled.rules.line_bytes)) {
+      if (run !== job) return null; // another file was picked
+      selector.block(buf, truncated);
+      selector.bytes += extra;
+      const now = performance.now();
+      if (now - lastPaint > 100) {
+        lastPaint = now;
+        status.textContent = `Reading ${file.name}: ${fmtInt(selector.lines)} lines so far…`;
+        await new Promise((resolve) => setTimeout(resolve, 0)); // let the page paint
+      }
+    }
+    bar.value = 1;
+    const result = selector.excerpt();
+    result.name = file.name;
+    result.seconds = (performance.now() - started) / 1000;
+    return result;
+  }
+
+  function show(result) {
+    const encoder = new TextEncoder();
+    const keptBytes = result.lines.reduce((sum, l) => sum + encoder.encode(l.text).length + 1, 0);
+    result.kept_bytes = keptBytes;
+    status.textContent = `Read ${result.name} in ${result.seconds.toFixed(1)} s. Only these lines are sent; the rest stays on your computer.`;
+    summary.textContent =
+      `Kept ${fmtInt(result.lines.length)} of ${fmtInt(result.total_lines)} lines, ` +
+      `${fmtBytes(keptBytes)} of ${fmtBytes(result.total_bytes)}: the start and end of the log, ` +
+      `every line that matches a known failure or an error marker, and the lines around them.`;
+    summary.dataset.kept = String(result.lines.length);
+    summary.dataset.total = String(result.total_lines);
+    const rows = [];
+    let previous = 0;
+    for (const l of result.lines.slice(0, SHOWN)) {
+      if (l.line > previous + 1) rows.push(`      … ${fmtInt(l.line - previous - 1)} lines not sent\n`);
+      rows.push(`${String(l.line).padStart(9)}  ${l.text.slice(0, 300)}\n`);
+      previous = l.line;
+    }
+    if (result.lines.length > SHOWN) rows.push(`      … and ${fmtInt(result.lines.length - SHOWN)} more lines\n`);
+    pre.textContent = rows.join("");
+    details.hidden = false;
+  }
+
+  async function pick() {
+    const run = ++job;
+    excerpt = null;
+    const file = fileInput.files && fileInput.files[0];
+    if (!file) {
+      panel.hidden = true;
+      return;
+    }
+    try {
+      const result = await selectFile(file, run);
+      if (result === null || run !== job) return;
+      excerpt = result;
+      show(result);
+    } catch (err) {
+      if (run !== job) return;
+      // Fall back to sending the whole file with the form.
+      status.textContent = `The evidence could not be picked out here (${err.message}); the whole file will be sent.`;
+      summary.textContent = "";
+      details.hidden = true;
+    }
+  }
+
+  fileInput.addEventListener("change", pick);
+  form.addEventListener("dragover", (event) => {
+    event.preventDefault();
+    form.classList.add("dropping");
+  });
+  form.addEventListener("dragleave", () => form.classList.remove("dropping"));
+  form.addEventListener("drop", (event) => {
+    event.preventDefault();
+    form.classList.remove("dropping");
+    if (event.dataTransfer && event.dataTransfer.files.length) {
+      fileInput.files = event.dataTransfer.files;
+      fileInput.dispatchEvent(new Event("change", { bubbles: true }));
+    }
+  });
+
+  // ---- sending ---------------------------------------------------------------------------
+  async function gzip(text) {
+    const stream = new Blob([text]).stream().pipeThrough(new CompressionStream("gzip"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+
+  async function problemOf(response) {
+    const type = response.headers.get("content-type") || "";
+    let title = `The server answered ${response.status}`;
+    let detail = "";
+    if (type.includes("json")) {
+      try {
+        const body = await response.json();
+        title = body.title || title;
+        detail = body.detail || "";
+      } catch (err) {
+        detail = "";
+      }
+    }
+    const retry = response.headers.get("retry-after");
+    if (retry && /^\d+$/.test(retry)) {
+      const seconds = Number(retry);
+      const when = seconds < 120 ? `${seconds} s` : seconds < 7200 ? `${Math.round(seconds / 60)} min` : `${Math.round(seconds / 3600)} h`;
+      detail += ` Try again in ${when}.`;
+    }
+    return { title: `${title}.`, detail: detail.trim() };
+  }
+
+  form.addEventListener("submit", async (event) => {
+    if (!excerpt || !fileInput.files || !fileInput.files.length) return; // the form posts as it is
+    event.preventDefault();
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    status.textContent = `Sending ${fmtInt(excerpt.lines.length)} lines…`;
+    try {
+      const payload = JSON.stringify({
+        excerpt: excerpt.lines,
+        total_lines: excerpt.total_lines,
+        total_bytes: excerpt.total_bytes,
+        name: excerpt.name,
+      });
+      const headers = { "Content-Type": "application/json", Accept: "application/json" };
+      let body = payload;
+      if (window.CompressionStream) {
+        body = await gzip(payload);
+        headers["Content-Encoding"] = "gzip";
+      }
+      const response = await fetch(form.dataset.apiUrl, { method: "POST", headers, body, credentials: "same-origin" });
+      if (response.ok) {
+        const record = await response.json();
+        status.textContent = "Diagnosed. Opening the diagnosis…";
+        window.location.assign(record.url);
+        return;
+      }
+      const problem = await problemOf(response);
+      showError(problem.title, problem.detail);
+      status.textContent = "Nothing was diagnosed.";
+    } catch (err) {
+      showError("The log could not be sent.", `${err.message}. Check the connection and try again.`);
+    } finally {
+      button.disabled = false;
+    }
+  });
+})();
