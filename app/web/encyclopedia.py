@@ -25,7 +25,7 @@ from app.web.site import Links, Site, robots
 
 router = APIRouter()
 
-CACHE_LIMIT = 2048  # rendered pages kept per app (one per page and public base URL)
+PAGES_PER_BASE = 2  # public base URLs whose pages stay cached (TRACELORE_BASE_URL makes it one)
 CACHE_CONTROL = "public, max-age=300"
 
 
@@ -43,6 +43,9 @@ class Encyclopedia:
         self.site = Site(library, env)
         self._lock = threading.Lock()
         self._pages: OrderedDict[tuple[str, ...], Rendered] = OrderedDict()
+        # Without TRACELORE_BASE_URL the canonical links follow the request's Host: bound what
+        # clients sending many Host names can make the cache hold.
+        self.cache_limit = PAGES_PER_BASE * (len(library) + len(self.site.tags) + 3)
         self._index: SearchIndex | None = None
 
     def page(self, key: tuple[str, ...], render: Callable[[], str]) -> Rendered:
@@ -56,7 +59,7 @@ class Encyclopedia:
         rendered = Rendered(body, '"' + hashlib.sha256(body.encode()).hexdigest()[:20] + '"')
         with self._lock:
             self._pages[key] = rendered
-            while len(self._pages) > CACHE_LIMIT:
+            while len(self._pages) > self.cache_limit:
                 self._pages.popitem(last=False)
         return rendered
 

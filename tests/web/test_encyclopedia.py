@@ -21,8 +21,10 @@ from click.testing import CliRunner
 from sqlalchemy import event
 
 from app.cli import main
-from app.core.library import Library
+from app.core.library import Library, build_library
 from app.core.signature import Signature
+from app.web.encyclopedia import Encyclopedia
+from app.web.templating import make_templates
 from tests.conftest import database_for
 from tests.support import LiveServer, live_server, make_settings
 
@@ -494,3 +496,33 @@ def test_build_site_refuses_a_folder_it_did_not_write(tmp_path: Path, signatures
     assert (tmp_path / "notes.txt").read_text() == "mine"
     bad = CliRunner().invoke(main, ["build-site", str(tmp_path / "x"), "--base-url", "docs.example"])
     assert bad.exit_code == 2 and "http(s) URL" in bad.output
+
+
+def test_each_app_renders_its_own_library(
+    request: pytest.FixtureRequest, server: LiveServer, library: Library, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Pages are cached per app, not per process: an app with a one-entry library shows one entry."""
+    small = build_library([library.signatures["cuda.oom"]])
+    tmp = tmp_path_factory.mktemp("small")
+    with live_server(make_settings(database_for("sqlite", request, tmp), tmp), small) as live, live.client() as c:
+        index = c.get("/failures/").text
+        assert index.count('<li data-filter="') == 1
+        assert c.get("/failures/cuda.device_side_assert").status_code == 404
+        assert "/failures/cuda.device_side_assert" not in c.get("/search", params={"q": "device-side assert"}).text
+    with server.client() as c:
+        assert c.get("/failures/").text.count('<li data-filter="') == len(library)
+
+
+def test_the_page_cache_is_bounded(library: Library) -> None:
+    encyclopedia = Encyclopedia(library, make_templates().env)
+    rendered: list[str] = []
+
+    def render(key: str) -> str:
+        rendered.append(key)
+        return key
+
+    for i in range(encyclopedia.cache_limit + 10):  # e.g. one page under many Host names
+        encyclopedia.page(("entry", "cuda.oom", f"http://host{i}"), lambda i=i: render(str(i)))
+    assert encyclopedia.page(("entry", "cuda.oom", "http://host0"), lambda: render("again")).body == "again"
+    last = f"http://host{encyclopedia.cache_limit + 9}"
+    assert encyclopedia.page(("entry", "cuda.oom", last), lambda: render("never")).body != "never"
