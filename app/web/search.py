@@ -23,8 +23,8 @@ from app.errors import TraceloreError
 
 MAX_QUERY = 8000  # characters: a traceback fits; a whole log belongs in the diagnosis form
 MAX_TOKENS = 48  # distinct query words scored (a pasted traceback has many)
-MAX_RESULTS = 20
-RELATIVE_FLOOR = 0.15  # word results scoring under this share of the best one are noise
+MAX_RESULTS = 15
+RELATIVE_FLOOR = 0.3  # word results scoring under this share of the best one are noise
 
 # Where a word appears in an entry, and how much that says about the entry.
 FIELD_WEIGHTS = {"id": 3.0, "title": 3.0, "tag": 3.0, "message": 2.0, "layer": 1.0, "summary": 0.6}
