@@ -374,5 +374,14 @@ def build_site_command(out: Path, base_url: str, service_url: str | None, signat
     click.echo(f"wrote {pages} pages for {len(library)} entries to {out}")
 
 
+def _register_authoring() -> None:
+    from app.cli_authoring import example, explain_command
+
+    main.add_command(explain_command)
+    main.add_command(example)
+
+
+_register_authoring()
+
 # ClickException exits 1 by default; input and usage errors exit 2 like grep's.
 click.ClickException.exit_code = 2

@@ -1,0 +1,122 @@
+"""Commands for signature authors: `tracelore explain` and `tracelore example add`.
+
+Registered on the `tracelore` group by app/cli.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from pathlib import Path
+
+import click
+
+from app.config import Settings
+from app.core.authoring import AuthoringError, append_example, cut_excerpt, parse_range
+from app.core.explain import explain, render_explanation
+from app.core.library import load_library, parse_signature
+from app.core.lint import FILE_CHECKS, check_examples
+from app.errors import LibraryError, TraceloreError
+
+_SIGNATURES = click.option(
+    "--signatures",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Signature folder [TRACELORE_SIGNATURES_DIR].",
+)
+
+
+@click.command("explain")
+@click.argument("signature_id", metavar="ID")
+@click.argument("logs", nargs=-1, required=True)
+@_SIGNATURES
+def explain_command(signature_id: str, logs: tuple[str, ...], signatures: Path | None) -> None:
+    """Show why signature ID did or did not fire on LOGS: pattern hits, vetoes, the ranker's decision.
+
+    Exit status: 0 it fired, 1 it did not, 2 usage or input error.
+    """
+    from app.cli import _library, _open_logs
+
+    library = _library(signatures)
+    try:
+        with _open_logs(logs) as opened:
+            result = explain(opened, library, signature_id)
+    except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
+    click.echo(render_explanation(result), nl=False)
+    sys.exit(0 if result.fired else 1)
+
+
+@click.group()
+def example() -> None:
+    """Signature examples cut from real logs."""
+
+
+@example.command("add")
+@click.argument("signature_id", metavar="ID")
+@click.argument("logfile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--lines", "line_range", default=None, metavar="A-B", help="The lines to cut (1-based, inclusive).")
+@click.option("--no-match", is_flag=True, help="Add it to examples.no_match (a near miss that must not fire).")
+@click.option("--source", default=None, help="Where the log comes from (an issue thread, a docs page, a run).")
+@_SIGNATURES
+def example_add(
+    signature_id: str,
+    logfile: Path,
+    line_range: str | None,
+    no_match: bool,
+    source: str | None,
+    signatures: Path | None,
+) -> None:
+    """Cut a redacted excerpt of LOGFILE into the examples of signature ID, then check the file.
+
+    The file keeps its comments and layout; the example is appended as text. If the file
+    then fails to load or its examples fail, the change is undone and the exit status is 1.
+    """
+    root = signatures or Settings().signatures_dir
+    try:
+        library = load_library(root)
+    except LibraryError as exc:
+        raise click.ClickException(f"the signature library is broken:\n{exc.detail}") from exc
+    path = library.paths.get(signature_id)
+    if path is None:
+        raise click.ClickException(f"no signature {signature_id!r} under {root}")
+    kind = "no_match" if no_match else "match"
+    try:
+        lines = parse_range(line_range) if line_range else None
+        data = logfile.read_bytes()
+        if logfile.suffix == ".gz":
+            data = gzip.decompress(data)
+        cut = cut_excerpt(data, lines)
+        where = f"{logfile.name}, lines {cut.first}-{cut.last}"
+        original = path.read_text(encoding="utf-8")
+        updated = append_example(original, cut.text, source or where, kind=kind)
+    except (AuthoringError, OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise click.ClickException(str(exc)) from exc
+    path.write_text(updated, encoding="utf-8")
+    problems = _check(root, path, updated)
+    if problems:
+        path.write_text(original, encoding="utf-8")
+        for problem in problems:
+            click.echo(problem, err=True)
+        click.echo(f"{path} is unchanged: the new example did not pass (see above)", err=True)
+        sys.exit(1)
+    redacted = ", ".join(f"{n} {kind}" for kind, n in sorted(cut.redactions.items()))
+    click.echo(
+        f"added examples.{kind} item from {where} to {path}"
+        + (f" ({redacted} redacted)" if redacted else "")
+        + "; the file loads and its examples pass"
+    )
+
+
+def _check(root: Path, path: Path, text: str) -> list[str]:
+    """Problems of the edited file: it must parse, and its examples must pass against the whole library."""
+    sig, issues = parse_signature(text, path)
+    if sig is None:
+        return [str(i) for i in issues]
+    try:
+        library = load_library(root)
+    except LibraryError as exc:
+        return [str(i) for i in exc.issues]
+    problems = [str(i) for check in FILE_CHECKS.values() for i in check(sig, path) if i.severity == "error"]
+    problems += [str(i) for i in check_examples(library, {sig.id: (path, sig)})]
+    return problems

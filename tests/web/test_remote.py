@@ -1,0 +1,176 @@
+"""`tracelore diagnose --server`: the CLI against a real running server (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from app.cli import main
+from app.core.diagnose import diagnose
+from app.core.library import Library
+from app.remote import retry_after_seconds
+from tests.support import SAMPLES, LiveServer
+
+PROGRESS = b"".join(b"step %d loss 1.%03d lr 0.0001 tokens/s 41234\n" % (i, i % 1000) for i in range(30_000))
+
+
+def run(*args: str, input: bytes | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A long run that fails with a multi-rank CUDA OOM near its end (~1.4 MB)."""
+    path = tmp_path_factory.mktemp("logs") / "train.log"
+    path.write_bytes(PROGRESS + (SAMPLES / "ddp-cuda-oom.log").read_bytes())
+    return path
+
+
+def test_remote_sends_the_evidence_and_prints_the_permalink(
+    live: LiveServer, signatures_dir: Path, library: Library, big_log: Path
+) -> None:
+    code, out, err = run(
+        "diagnose", str(big_log), "--server", live.url, "--signatures", str(signatures_dir), "--format", "json"
+    )
+    assert code == 1, err
+    record = json.loads(out)
+    assert "Sending the evidence of" in err and "of 30,053 lines" in err
+    assert f"Full diagnosis: {record['url']}" in err
+    assert record["url"].endswith(f"/d/{record['id']}")
+    # The server got an excerpt, far smaller than the log, and found what a local run finds, at the same lines.
+    assert record["input"]["bytes"] < big_log.stat().st_size // 10
+    local = diagnose(big_log, library, name="train.log")
+    assert [(c["id"], c["role"], c["line"]) for c in record["candidates"]] == [
+        (c.id, c.role, c.line) for c in local.candidates
+    ]
+    assert record["candidates"][0]["id"] == "cuda.oom" and record["candidates"][0]["line"] == 30_020
+    assert record["candidates"][0]["file"] == "train.log"
+    with live.client() as client:
+        stored = client.get(f"/api/v1/diagnoses/{record['id']}").json()
+    assert stored["candidates"][0]["id"] == "cuda.oom"
+
+
+def test_remote_full_sends_the_whole_log(live: LiveServer, signatures_dir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "short.log"
+    log.write_bytes(PROGRESS[:100_000] + (SAMPLES / "ddp-cuda-oom.log").read_bytes())
+    code, out, err = run(
+        "diagnose", str(log), "--server", live.url + "/", "--full", "--signatures", str(signatures_dir), "--top", "1"
+    )
+    assert code == 1, err
+    assert "the whole log" in err
+    assert out.startswith("INITIATING: CUDA out of memory [cuda.oom]")
+    permalink = out.strip().splitlines()[-1]
+    assert permalink.startswith(f"Full diagnosis: {live.url}/d/")
+    diagnosis_id = permalink.rsplit("/", 1)[1]
+    with live.client() as client:
+        stored = client.get(f"/api/v1/diagnoses/{diagnosis_id}").json()
+    assert stored["input"]["bytes"] == log.stat().st_size
+    assert len(stored["candidates"]) == 1
+
+
+def test_remote_reports_in_every_format_with_the_permalink(
+    live: LiveServer, signatures_dir: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "oom.log"
+    log.write_bytes((SAMPLES / "oom-killed.log").read_bytes())
+    summary = tmp_path / "summary.md"
+    code, out, err = run(
+        "diagnose", str(log), "--server", live.url, "--signatures", str(signatures_dir),
+        "--format", "github", "--report", f"markdown={summary}",
+    )  # fmt: skip
+    assert code == 1, err
+    report = summary.read_text()
+    assert f"Full diagnosis: {live.url}/d/" in report
+    # Encyclopedia links point at the server that answered.
+    assert f"]({live.url}/failures/host.oom_killed)" in report
+    assert out.startswith("::error file=") and f"More: {live.url}/d/" in out
+
+
+def test_server_errors_are_clear_and_exit_2(live: LiveServer, signatures_dir: Path, big_log: Path) -> None:
+    code, out, err = run(
+        "diagnose", str(big_log), "--server", live.url + "/nowhere", "--signatures", str(signatures_dir)
+    )
+    assert (code, out) == (2, "")
+    assert "the server refused the log (404" in err
+    with socket.socket() as sock:  # a port with nothing listening
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    code, _, err = run(
+        "diagnose", str(big_log), "--server", f"http://127.0.0.1:{closed}", "--signatures", str(signatures_dir)
+    )
+    assert code == 2 and "cannot reach" in err
+    code, _, err = run("diagnose", str(big_log), "--server", "ftp://example.org", "--signatures", str(signatures_dir))
+    assert code == 2 and "http(s) URL" in err
+    code, _, err = run(
+        "diagnose", str(big_log), str(big_log), "--server", live.url, "--signatures", str(signatures_dir)
+    )
+    assert code == 2 and "one log per request" in err
+
+
+@pytest.fixture
+def busy(live: LiveServer) -> Iterator[object]:
+    """Every diagnosis slot of the server taken, as under load; Retry-After 1 s."""
+    gate = live.app.state.gate
+    saved = gate.busy, gate.retry_after
+    gate.busy, gate.retry_after = gate.limit, 1
+    yield gate
+    gate.busy, gate.retry_after = saved
+
+
+def test_busy_server_beyond_max_wait_is_reported(
+    busy: object, live: LiveServer, signatures_dir: Path, big_log: Path
+) -> None:
+    code, out, err = run(
+        "diagnose", str(big_log), "--server", live.url, "--signatures", str(signatures_dir), "--max-wait", "0"
+    )
+    assert (code, out) == (2, "")
+    assert "the server is busy (503" in err and "try again in 1 s" in err
+
+
+def test_busy_server_is_waited_out_as_retry_after_asks(
+    busy: object, live: LiveServer, signatures_dir: Path, big_log: Path
+) -> None:
+    gate, metrics = live.app.state.gate, live.app.state.metrics
+    saved = gate.busy
+
+    def refused() -> int:
+        return sum(n for (method, _, status), n in metrics.requests.items() if method == "POST" and status == "503")
+
+    before = refused()
+    done = threading.Event()
+
+    def free_after_first_refusal() -> None:
+        # The slots free up once the client has been turned away and is waiting.
+        while not done.is_set() and refused() == before:
+            time.sleep(0.02)
+        gate.busy = 0
+
+    watcher = threading.Thread(target=free_after_first_refusal, daemon=True)
+    watcher.start()
+    try:
+        code, out, err = run("diagnose", str(big_log), "--server", live.url, "--signatures", str(signatures_dir))
+    finally:
+        done.set()
+        watcher.join(5)
+        gate.busy = saved
+    assert code == 1, err
+    assert "retrying in 1 s as the server asks (Retry-After)" in err
+    assert out.startswith("INITIATING: CUDA out of memory")
+
+
+def test_retry_after_accepts_seconds_and_dates() -> None:
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert retry_after_seconds("120", now) == 120
+    assert retry_after_seconds("Thu, 01 Jan 2026 12:01:00 GMT", now) == 60
+    assert retry_after_seconds("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0
+    assert retry_after_seconds("soon", now) is None and retry_after_seconds(None) is None
