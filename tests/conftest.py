@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -17,7 +18,7 @@ from app.config import Settings
 from app.core.library import Library, load_library
 from app.store.db import make_engine
 from app.store.migrate import upgrade
-from tests.support import SIGNATURES
+from tests.support import SIGNATURES, LiveServer, live_server, make_settings
 
 PG_ENV = "TRACELORE_TEST_DATABASE_URL"
 BACKENDS = ["sqlite", "postgresql"]
@@ -101,3 +102,24 @@ def database_for(backend: str, request: pytest.FixtureRequest, tmp: Path) -> str
         shutil.copyfile(request.getfixturevalue("migrated_db"), db)
         return f"sqlite:///{db}"
     return str(request.getfixturevalue("pg_url"))
+
+
+LIVE_UPLOAD_LIMIT = 256 << 10  # small, so the limits are cheap to test
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def live(
+    request: pytest.FixtureRequest, library: Library, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """A real uvicorn server on a free port for a test module: once on SQLite, once on PostgreSQL."""
+    tmp = tmp_path_factory.mktemp(f"live-{request.param}")
+    settings = make_settings(database_for(request.param, request, tmp), tmp, max_upload_bytes=LIVE_UPLOAD_LIMIT)
+    with live_server(settings, library) as server:
+        yield server
+
+
+@pytest.fixture
+def client(live: LiveServer) -> Iterator[httpx.Client]:
+    """An HTTP client for the module's live server."""
+    with live.client() as c:
+        yield c
