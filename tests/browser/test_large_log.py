@@ -1,0 +1,113 @@
+"""A large log picked in the browser: only the evidence is sent, and it is diagnosed like the whole file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, Request, Route, expect
+
+from app.core.diagnose import diagnose
+from app.core.evidence import prefilter_spec, select_evidence
+from app.core.library import Library
+from app.core.models import Diagnosis
+from bench.loggen import generate
+from tests.support import LiveServer
+
+PICK_TIMEOUT = 300_000  # ms: reading 300 MB on a loaded two-core machine
+
+
+def comparable(diagnosis: dict[str, Any]) -> dict[str, Any]:
+    """A diagnosis without what depends on how the log was sent."""
+    out = dict(diagnosis)
+    out["input"] = {k: v for k, v in diagnosis["input"].items() if k != "excerpt"}
+    for key in ("id", "url", "created_at"):
+        out.pop(key, None)
+    return out
+
+
+def body_of(request: Request) -> dict[str, Any]:
+    raw = request.post_data_buffer or b""
+    if request.headers.get("content-encoding") == "gzip":
+        raw = gzip.decompress(raw)
+    return json.loads(raw)  # type: ignore[no-any-return]
+
+
+def pick(page: Page, server: LiveServer, path: Path) -> None:
+    page.goto(server.url + "/")
+    page.set_input_files("#file", str(path))
+    page.wait_for_selector("#excerpt-summary[data-kept]", timeout=PICK_TIMEOUT)
+
+
+def test_300mb_log_sends_under_2mb_and_is_diagnosed_like_the_whole_file(
+    page: Page, server: LiveServer, big_log: Path, big_log_diagnosis: Diagnosis, artifacts: Path
+) -> None:
+    sent: list[Request] = []
+    page.on("request", lambda r: sent.append(r) if r.method == "POST" else None)
+    pick(page, server, big_log)
+    summary = page.locator("#excerpt-summary")
+    lines = big_log_diagnosis.input.lines
+    expect(summary).to_contain_text(f"of {lines:,} lines")
+    expect(summary).to_contain_text("of 300 MB")
+    page.screenshot(path=str(artifacts / "large-log-picked.png"), full_page=True)
+    assert not sent, "nothing is sent before the person submits"
+
+    with page.expect_navigation(url=re.compile(r"/d/[\w-]+$"), timeout=120_000):
+        page.click("button[type=submit]")
+    (post,) = sent
+    assert len(post.post_data_buffer or b"") < 2 << 20
+    payload = body_of(post)
+    assert payload["total_lines"] == lines
+    assert payload["total_bytes"] == big_log.stat().st_size
+    assert len(payload["excerpt"]) < lines // 100
+
+    diagnosis_id = page.url.rsplit("/", 1)[1]
+    with httpx.Client(base_url=server.url) as client:
+        stored = client.get(f"/api/v1/diagnoses/{diagnosis_id}").json()
+    assert comparable(stored) == comparable(big_log_diagnosis.model_dump(mode="json"))
+    assert stored["input"]["excerpt"]["lines"] == len(payload["excerpt"])
+
+    initiating = big_log_diagnosis.initiating
+    assert initiating is not None
+    expect(page.locator("h1")).to_have_text(initiating.title)
+    expect(page.locator("p.lead")).to_contain_text(f"line {initiating.line}")
+    page.screenshot(path=str(artifacts / "large-log-diagnosis.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def mid_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("midlog") / "train.log"
+    generate(path, 12 << 20, seed=11)
+    return path
+
+
+def test_the_browser_keeps_exactly_what_the_python_rules_keep(
+    page: Page, server: LiveServer, library: Library, mid_log: Path
+) -> None:
+    """One definition of the rules: the page and `select_evidence` pick the same lines."""
+    captured: list[dict[str, Any]] = []
+
+    def capture(route: Route) -> None:
+        captured.append(body_of(route.request))
+        route.continue_()
+
+    page.route("**/api/v1/diagnoses", capture)
+    pick(page, server, mid_log)
+    with page.expect_navigation(url=re.compile(r"/d/[\w-]+$")):
+        page.click("button[type=submit]")
+    (payload,) = captured
+
+    with mid_log.open("rb") as f:
+        expected = select_evidence(iter(lambda: f.read(1 << 20), b""), prefilter_spec(library))
+    assert payload["total_lines"] == expected.total_lines
+    assert payload["total_bytes"] == expected.total_bytes
+    assert [(e["line"], e["text"]) for e in payload["excerpt"]] == list(expected.lines)
+    full = diagnose(mid_log, library, name=mid_log.name)
+    with httpx.Client(base_url=server.url) as client:
+        stored = client.get(f"/api/v1/diagnoses/{page.url.rsplit('/', 1)[1]}").json()
+    assert comparable(stored) == comparable(full.model_dump(mode="json"))
