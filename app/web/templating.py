@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -24,6 +26,46 @@ def highlight(evidence: Evidence) -> Markup:
     return Markup(f"{escape(text[:start])}<mark>{escape(text[start:end])}</mark>{escape(text[end:])}")
 
 
+@dataclass(frozen=True)
+class EvidenceLine:
+    """One evidence line with every span that matched on it."""
+
+    line: int
+    file: str | None
+    rank: int | None
+    text: str
+    spans: tuple[tuple[int, int], ...]
+
+
+def by_line(evidence: Iterable[Evidence]) -> list[EvidenceLine]:
+    """Evidence grouped by line, in order: several patterns matching one line show as one line."""
+    grouped: dict[tuple[str | None, int, str], list[Evidence]] = {}
+    for e in evidence:
+        grouped.setdefault((e.file, e.line, e.text), []).append(e)
+    return [
+        EvidenceLine(line, file, items[0].rank, text, tuple(e.span for e in items))
+        for (file, line, text), items in grouped.items()
+    ]
+
+
+def marked(text: str, spans: Iterable[tuple[int, int]]) -> Markup:
+    """Text with the union of the spans in <mark>, everything escaped."""
+    merged: list[list[int]] = []
+    for start, end in sorted((max(0, s), min(e, len(text))) for s, e in spans):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out, pos = [], 0
+    for start, end in merged:
+        out.append(f"{escape(text[pos:start])}<mark>{escape(text[start:end])}</mark>")
+        pos = end
+    out.append(str(escape(text[pos:])))
+    return Markup("".join(out))
+
+
 def when(value: datetime | None) -> str:
     """A log timestamp as people read it."""
     if value is None:
@@ -37,6 +79,8 @@ def make_templates() -> Jinja2Templates:
     """The page templates with Tracelore's filters."""
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["highlight"] = highlight
+    templates.env.filters["by_line"] = by_line
+    templates.env.filters["marked"] = marked
     templates.env.filters["when"] = when
     templates.env.filters["bytes"] = human_bytes
     return templates

@@ -66,7 +66,11 @@ def test_pasting_a_log_redirects_to_its_permalink_page(live: LiveServer, client:
     html = page.text
     assert "<h1>CUDA out of memory</h1>" in html
     assert "rank 5, line 20" in html  # the initiating failure first, with rank and line
-    assert "<mark>CUDA out of memory. Tried to allocate 3.91 GiB</mark>" in html  # the matched span
+    # Every pattern that matched the line is highlighted, and the line is shown once.
+    assert "<mark>torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB</mark>" in html
+    assert "<mark>GPU 5 has a total capacity of 79.15 GiB of which 2.12 GiB is free</mark>" in html
+    initiating = html.split("Collateral: echoes", 1)[0]
+    assert initiating.count('<li><span class="ln">20</span>') == 1
     assert "<dt>requested</dt><dd><code>3.91 GiB</code></dd>" in html  # captured facts
     assert 'href="/failures/cuda.oom"' in html
     assert 'class="copy" data-copy="verify-cuda.oom" hidden' in html  # shown by JavaScript only
