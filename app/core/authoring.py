@@ -109,6 +109,13 @@ def _find_key(lines: list[str], key: str, indent: int, start: int, stop: int) ->
     return None
 
 
+def _flow(line: str) -> bool:
+    """True if a key's value starts on its own line (`[...]`, `{...}` or a scalar), not as a block below it."""
+    match = _KEY.match(line)
+    rest = match["rest"].strip() if match else ""
+    return bool(rest) and not rest.startswith("#")
+
+
 def _quote(value: str) -> str:
     """A YAML double-quoted scalar."""
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t")
@@ -127,7 +134,7 @@ def append_example(text: str, log: str, source: str, *, kind: str = "match") -> 
     examples = _find_key(lines, "examples", 0, 0, len(lines))
     if examples is None:
         raise AuthoringError("the file has no top-level `examples:` section")
-    if _KEY.match(lines[examples])["rest"].strip() not in ("", "{}"):  # type: ignore[index]
+    if _flow(lines[examples]):
         raise AuthoringError("`examples:` is written in flow style; make it a block mapping to append to it")
     section_end = _block_end(lines, examples, 0)
     child = next((_indent(lines[i]) for i in range(examples + 1, section_end) if _content(lines[i])), 2)
@@ -137,8 +144,7 @@ def append_example(text: str, log: str, source: str, *, kind: str = "match") -> 
         insert_at, item_indent = section_end, child + 2
         new = [f"{' ' * child}{kind}:"]
     else:
-        rest = _KEY.match(lines[key])["rest"].strip()  # type: ignore[index]
-        if rest and not rest.startswith("#"):
+        if _flow(lines[key]):
             raise AuthoringError(f"`examples.{kind}` is written in flow style; make it a block list to append to it")
         insert_at = _block_end(lines, key, child)
         item_indent = next(
