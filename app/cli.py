@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import click
 
@@ -27,7 +27,7 @@ from app.core.lint import load_taxonomy
 from app.core.models import LIKELY, Diagnosis
 from app.core.render import render_markdown, render_text
 from app.errors import LibraryError, TraceloreError
-from app.remote import RemoteError, RemoteResult, human_size, padded_log, post_log
+from app.remote import RemoteError, RemoteResult, fetch_spec, human_size, padded_log, post_excerpt, post_log
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
 
@@ -107,7 +107,7 @@ def _report_option(values: tuple[str, ...]) -> list[tuple[str, Path]]:
 
 def _remote(
     logs: tuple[str, ...],
-    library: Library,
+    signatures: Path | None,
     *,
     server: str,
     api_key: str | None,
@@ -119,31 +119,40 @@ def _remote(
         raise click.UsageError(
             "remote mode sends one log per request: pass one file (diagnose several files locally, without --server)"
         )
+    options: dict[str, Any] = {
+        "api_key": api_key,
+        "top": top,
+        "max_wait": max_wait,
+        "notify": lambda message: click.echo(message, err=True),
+    }
+    # The browser's selection rules, as the server publishes them for its own library.
+    spec = None if full else fetch_spec(server, api_key=api_key)
     with _open_logs(logs) as opened:
         name, stream = opened[0]
+        filename = Path(name or "log").name
         if full:
             payload = stream.read()
-            click.echo(f"Sending {name}: the whole log, {len(payload):,} bytes", err=True)
-        else:
-            # The browser's selection rules, from the one definition the server publishes.
-            from app.core.evidence import prefilter_spec, select_evidence
+            click.echo(f"Sending {name}: the whole log, {human_size(len(payload))}", err=True)
+            return post_log(server, payload, filename=filename, **options)
+        from app.core.evidence import prefilter_spec, select_evidence
 
-            excerpt = select_evidence(iter(lambda: stream.read(1 << 20), b""), prefilter_spec(library))
-            payload = padded_log(excerpt.lines)
-            click.echo(
-                f"Sending the evidence of {name}: kept {len(excerpt.lines):,} of {excerpt.total_lines:,} lines, "
-                f"{human_size(len(payload))} of {human_size(excerpt.total_bytes)} (--full sends the whole log)",
-                err=True,
-            )
-    filename = Path(name or "log").name
-    return post_log(
+        older = spec is None  # a server from before excerpts: same rules from the local library, sent as text
+        excerpt = select_evidence(iter(lambda: stream.read(1 << 20), b""), spec or prefilter_spec(_library(signatures)))
+    kept = sum(len(text.encode("utf-8", errors="replace")) + 1 for _, text in excerpt.lines)
+    click.echo(
+        f"Sending the evidence of {name}: kept {len(excerpt.lines):,} of {excerpt.total_lines:,} lines, "
+        f"{human_size(kept)} of {human_size(excerpt.total_bytes)} (--full sends the whole log)",
+        err=True,
+    )
+    if older:
+        return post_log(server, padded_log(excerpt.lines), filename=filename, **options)
+    return post_excerpt(
         server,
-        payload,
+        excerpt.lines,
+        total_lines=excerpt.total_lines,
+        total_bytes=excerpt.total_bytes,
         filename=filename,
-        api_key=api_key,
-        top=top,
-        max_wait=max_wait,
-        notify=lambda message: click.echo(message, err=True),
+        **options,
     )
 
 
@@ -211,14 +220,14 @@ def diagnose(
     extra = _report_option(reports)
     if full and not server:
         raise click.UsageError("--full needs --server (locally the whole log is always read)")
-    library = _library(signatures)
     permalink = None
     raw = None
     try:
         if server:
-            remote = _remote(logs, library, server=server, api_key=api_key, full=full, top=top, max_wait=max_wait)
+            remote = _remote(logs, signatures, server=server, api_key=api_key, full=full, top=top, max_wait=max_wait)
             result, permalink, raw = remote.diagnosis, remote.url, remote.raw
         else:
+            library = _library(signatures)
             with _open_logs(logs) as opened:
                 result = diagnose_many(opened, library, top=top)
     except RemoteError as exc:

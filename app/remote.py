@@ -115,34 +115,94 @@ def _when(seconds: float) -> str:
     return f"in {seconds / 60:.0f} min (at {at:%H:%M} UTC)" if seconds < 7200 else f"at {at:%Y-%m-%d %H:%M} UTC"
 
 
-def post_log(
+def _base(server: str) -> str:
+    parsed = urllib.parse.urlsplit(server)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise RemoteError(f"--server must be an http(s) URL such as https://tracelore.example.org, not {server!r}")
+    return server.rstrip("/")
+
+
+def _headers(api_key: str | None, **extra: str) -> dict[str, str]:
+    headers = {"Accept": "application/json", "User-Agent": f"tracelore/{__version__}", **extra}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def fetch_spec(server: str, *, api_key: str | None = None) -> dict[str, Any] | None:
+    """The evidence selection rules the server publishes; None if it publishes none (an older server)."""
+    url = _base(server) + "/api/v1/signatures/prefilter.json"
+    request = urllib.request.Request(url, headers=_headers(api_key), method="GET")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310 - scheme checked
+            spec = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code in (404, 405):
+            return None
+        raise RemoteError(f"the server did not give its selection rules ({exc.code}: {_problem(exc.read())})") from None
+    except urllib.error.URLError as exc:
+        raise RemoteError(f"cannot reach {server}: {exc.reason}") from None
+    except (TimeoutError, ConnectionError) as exc:
+        raise RemoteError(f"cannot reach {server}: {exc}") from None
+    except ValueError as exc:
+        raise RemoteError(f"the server's selection rules are not JSON: {exc}") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("patterns"), list):
+        raise RemoteError("the server's selection rules are not in a form this client reads; use --full")
+    return spec
+
+
+def post_excerpt(
     server: str,
-    log: bytes,
+    lines: Iterable[tuple[int, str]],
     *,
+    total_lines: int,
+    total_bytes: int,
     filename: str,
-    api_key: str | None = None,
     top: int | None = None,
+    **options: Any,
+) -> RemoteResult:
+    """POST the evidence lines of a log with their original numbers (JSON, gzip-encoded)."""
+    document: dict[str, Any] = {
+        "excerpt": [{"line": no, "text": text} for no, text in lines],
+        "total_lines": total_lines,
+        "total_bytes": total_bytes,
+        "name": filename,
+        "store": True,
+    }
+    if top is not None:
+        document["top"] = top
+    body = gzip.compress(json.dumps(document).encode("utf-8"), 6, mtime=0)
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    return _post(server, body, headers, **options)
+
+
+def post_log(server: str, log: bytes, *, filename: str, top: int | None = None, **options: Any) -> RemoteResult:
+    """POST a whole log (gzip-compressed, as a multipart file) and return the stored diagnosis."""
+    fields = {"store": "true"}
+    if top is not None:
+        fields["top"] = str(top)
+    body, content_type = _multipart(filename, gzip.compress(log, 6, mtime=0), fields)
+    return _post(server, body, {"Content-Type": content_type}, **options)
+
+
+def _post(
+    server: str,
+    body: bytes,
+    content_headers: dict[str, str],
+    *,
+    api_key: str | None = None,
     max_wait: float = 60,
     attempts: int = 3,
     sleep: Callable[[float], None] = time.sleep,
     notify: Callable[[str], None] | None = None,
 ) -> RemoteResult:
-    """POST a log (gzip-compressed) to SERVER/api/v1/diagnoses and return the stored diagnosis."""
-    parsed = urllib.parse.urlsplit(server)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise RemoteError(f"--server must be an http(s) URL such as https://tracelore.example.org, not {server!r}")
-    url = server.rstrip("/") + "/api/v1/diagnoses"
-    fields = {"store": "true"}
-    if top is not None:
-        fields["top"] = str(top)
-    body, content_type = _multipart(filename, gzip.compress(log, 6, mtime=0), fields)
-    headers = {"Content-Type": content_type, "Accept": "application/json", "User-Agent": f"tracelore/{__version__}"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+    """POST to SERVER/api/v1/diagnoses, waiting out a short Retry-After; return the stored diagnosis."""
+    url = _base(server) + "/api/v1/diagnoses"
+    headers = _headers(api_key, **content_headers)
     for attempt in range(1, attempts + 1):
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310 - scheme checked above
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310 - scheme checked
                 data = json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = _problem(exc.read())

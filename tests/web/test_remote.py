@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from app.cli import main
 from app.core.diagnose import diagnose
 from app.core.library import Library
-from app.remote import retry_after_seconds
+from app.remote import padded_log, retry_after_seconds
 from tests.support import SAMPLES, LiveServer
 
 PROGRESS = b"".join(b"step %d loss 1.%03d lr 0.0001 tokens/s 41234\n" % (i, i % 1000) for i in range(30_000))
@@ -46,7 +46,8 @@ def test_remote_sends_the_evidence_and_prints_the_permalink(
     assert f"Full diagnosis: {record['url']}" in err
     assert record["url"].endswith(f"/d/{record['id']}")
     # The server got an excerpt, far smaller than the log, and found what a local run finds, at the same lines.
-    assert record["input"]["bytes"] < big_log.stat().st_size // 10
+    assert record["input"]["excerpt"]["bytes"] < big_log.stat().st_size // 10
+    assert (record["input"]["bytes"], record["input"]["lines"]) == (big_log.stat().st_size, 30_053)
     local = diagnose(big_log, library, name="train.log")
     assert [(c["id"], c["role"], c["line"]) for c in record["candidates"]] == [
         (c.id, c.role, c.line) for c in local.candidates
@@ -56,6 +57,20 @@ def test_remote_sends_the_evidence_and_prints_the_permalink(
     with live.client() as client:
         stored = client.get(f"/api/v1/diagnoses/{record['id']}").json()
     assert stored["candidates"][0]["id"] == "cuda.oom"
+    # The rules came from the server: the one definition it publishes for its library.
+    fetched = [k for k in live.app.state.metrics.requests if k[0] == "GET" and "prefilter" in k[1]]
+    assert fetched and all(status == "200" for _, _, status in fetched)
+
+
+def test_excerpt_as_text_keeps_line_numbers_for_older_servers(library: Library, big_log: Path) -> None:
+    from app.core.evidence import prefilter_spec, select_evidence
+
+    with big_log.open("rb") as f:
+        excerpt = select_evidence(iter(lambda: f.read(1 << 20), b""), prefilter_spec(library))
+    text = padded_log(excerpt.lines)
+    assert len(text) < big_log.stat().st_size // 10
+    whole, part = diagnose(big_log, library), diagnose(text, library)
+    assert [(c.id, c.role, c.line) for c in part.candidates] == [(c.id, c.role, c.line) for c in whole.candidates]
 
 
 def test_remote_full_sends_the_whole_log(live: LiveServer, signatures_dir: Path, tmp_path: Path) -> None:
