@@ -76,6 +76,8 @@ def test_300mb_log_sends_under_2mb_and_is_diagnosed_like_the_whole_file(
     assert initiating is not None
     expect(page.locator("h1")).to_have_text(initiating.title)
     expect(page.locator("p.lead")).to_contain_text(f"line {initiating.line}")
+    expect(page.locator("section.meta")).to_contain_text(re.compile(r"300(\.\d)? MiB, "))
+    expect(page.locator("section.meta")).to_contain_text(f"only the evidence was sent, {len(payload['excerpt'])} lines")
     page.screenshot(path=str(artifacts / "large-log-diagnosis.png"), full_page=True)
 
 
