@@ -67,7 +67,7 @@ def prefilter_spec(library: Library, *, context: int = 5) -> dict[str, Any]:
     entries: list[tuple[str, str, str | None, str]] = []
     for regex, rules in zip(library.regexes, library.rules, strict=True):
         rule = rules[0]
-        kind = "progress" if all(r.kind == "progress" for r in rules) else rule.kind
+        kind: str = "progress" if all(r.kind == "progress" for r in rules) else rule.kind
         entries.append((regex, kind, rule.signature, rule.name))
     entries.extend((regex, "marker", None, name) for name, regex in MARKERS)
     for regex, kind, signature, name in entries:

@@ -12,8 +12,8 @@ rather than silently narrower.
 from __future__ import annotations
 
 import re
-import re._constants as sre  # the stdlib's own parser of the pattern syntax (no deprecation warning)
-import re._parser as sre_parse
+import re._constants as sre  # type: ignore[import-not-found]  # the stdlib parser, without a deprecation warning
+import re._parser as sre_parse  # type: ignore[import-not-found]
 from collections.abc import Iterable
 from itertools import product
 from typing import Any

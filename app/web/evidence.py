@@ -18,7 +18,7 @@ from app.web.deps import LibraryDep, SettingsDep
 
 router = APIRouter()
 
-_SPEC_DOC: dict[str, Any] = {
+_SPEC_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The selection rules (head, tail, context, caps) and every pattern as a JavaScript "
         "RegExp source with its flags and the literals that screen lines for it",
