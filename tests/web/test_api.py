@@ -200,6 +200,27 @@ def test_malformed_multipart_is_400(live: LiveServer, client: httpx.Client) -> N
     rejected(live, client, 422, "invalid", files={"other": (None, "x")})
 
 
+def test_hostile_multipart_framing_is_400(live: LiveServer, client: httpx.Client) -> None:
+    long = "x" * 300
+    cases = [
+        (f'--{long}\r\nContent-Disposition: form-data; name="log"\r\n\r\nhi\r\n--{long}--\r\n', long),
+        ('--b\r\nContent-Disposition: form-data; name="log"\r\n' + "X-H: v\r\n" * 20 + "\r\nhi\r\n--b--\r\n", "b"),
+        ('--b\r\nContent-Disposition: form-data; name="log"\r\nX-Big: ' + "v" * 5000 + "\r\n\r\nhi\r\n--b--\r\n", "b"),
+        ("--b\r\nContent-Disposition: form-data; name*=UTF-8''log\r\n\r\nhi\r\n--b--\r\n", "b"),
+        ("--b\r\nno colon here\r\n\r\nhi\r\n--b--\r\n", "b"),
+    ]
+    for body, boundary in cases:
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+        rejected(live, client, 400, "bad-input", content=body.encode(), headers=headers)
+
+
+def test_multipart_preamble_and_epilogue_are_skipped(client: httpx.Client) -> None:
+    part = b'--b\r\nContent-Disposition: form-data; name="log"\r\n\r\n' + OOM + b"\r\n--b--\r\n"
+    body = b"\r\n" * 50_000 + part + b"\r\n" * 50_000
+    r = client.post("/api/v1/diagnoses", content=body, headers={"Content-Type": "multipart/form-data; boundary=b"})
+    assert r.status_code == 201 and r.json()["candidates"][0]["id"] == "cuda.oom"
+
+
 def test_pathological_content_type_is_answered_fast(live: LiveServer, client: httpx.Client) -> None:
     started = time.monotonic()
     header = "text/plain; !=" + '"\\' * 2000
