@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
@@ -28,6 +28,9 @@ from app.core.models import LIKELY, Diagnosis
 from app.core.render import render_markdown, render_text
 from app.errors import LibraryError, TraceloreError
 from app.remote import RemoteError, RemoteResult, fetch_spec, human_size, padded_log, post_excerpt, post_log
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
 
@@ -391,6 +394,100 @@ def _register_authoring() -> None:
 
 
 _register_authoring()
+
+
+@main.group()
+def admin() -> None:
+    """Accounts, tiers, API keys and usage (the database comes from TRACELORE_DATABASE_URL)."""
+
+
+@contextlib.contextmanager
+def _store() -> Iterator[Session]:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.store.db import make_engine, make_sessionmaker
+
+    url = Settings().effective_database_url
+    engine = make_engine(url)
+    try:
+        with make_sessionmaker(engine).begin() as session:
+            yield session
+    except SQLAlchemyError as exc:
+        raise click.ClickException(
+            f"the database at {_safe_url(url)} is not usable (is it migrated? `tracelore db upgrade`): {exc}"
+        ) from exc
+    finally:
+        engine.dispose()
+
+
+@admin.command("set-tier")
+@click.argument("email")
+@click.argument("tier", type=click.Choice(["free", "verified", "pro"]))
+def admin_set_tier(email: str, tier: str) -> None:
+    """Put the account of EMAIL on TIER (the account is created if there is none)."""
+    from app.store import accounts
+
+    with _store() as session:
+        accounts.ensure_account(session, email, now=accounts.utcnow(), tier=tier)
+        account = accounts.set_tier(session, email, tier)
+    assert account is not None
+    click.echo(f"{account.email} is on the {account.tier} tier")
+
+
+@admin.command("create-key")
+@click.argument("email")
+@click.option("--name", default="CI", show_default=True, help="What the key is for.")
+def admin_create_key(email: str, name: str) -> None:
+    """Create an API key for EMAIL (creating the account if needed); the key is printed once, on stdout."""
+    from app.store import accounts
+
+    with _store() as session:
+        account = accounts.ensure_account(session, email, now=accounts.utcnow())
+        key, secret = accounts.create_api_key(session, account.id, name=name, now=accounts.utcnow())
+    click.echo(
+        f"key {key.id} ({key.prefix}...) for {account.email} on the {account.tier} tier; it is not shown again:",
+        err=True,
+    )
+    click.echo(secret)
+
+
+@admin.command("revoke-key")
+@click.argument("key")
+def admin_revoke_key(key: str) -> None:
+    """Revoke an API key, given by its id, its visible prefix or the key itself."""
+    from app.store import accounts
+
+    with _store() as session:
+        revoked = accounts.revoke_api_key(session, key.strip(), now=accounts.utcnow())
+    if revoked is None:
+        raise click.ClickException(f"no single API key matches {key[:16]!r}; give its id or its full prefix")
+    click.echo(f"key {revoked.id} ({revoked.prefix}...) is revoked")
+
+
+@admin.command("usage")
+@click.option("--days", type=click.IntRange(1, 3660), default=7, show_default=True, help="How many UTC days back.")
+def admin_usage(days: int) -> None:
+    """Diagnoses counted per UTC day and tier, and accounts per tier."""
+    from datetime import timedelta
+
+    from app.quota.counters import usage_by_day
+    from app.quota.tiers import utc_day
+    from app.store import accounts
+
+    since = utc_day(accounts.utcnow()) - timedelta(days=days - 1)
+    with _store() as session:
+        rows = usage_by_day(session, since=since)
+        everyone = accounts.list_accounts(session)
+    click.echo(f"{'day':<12}{'tier':<12}{'subjects':>10}{'diagnoses':>11}")
+    for row in rows:
+        click.echo(f"{row.day.isoformat():<12}{row.tier:<12}{row.subjects:>10}{row.used:>11}")
+    if not rows:
+        click.echo(f"(nothing counted since {since.isoformat()})")
+    tiers: dict[str, int] = {}
+    for account in everyone:
+        tiers[account.tier] = tiers.get(account.tier, 0) + 1
+    click.echo("accounts: " + (", ".join(f"{n} {t}" for t, n in sorted(tiers.items())) or "none"))
+
 
 # ClickException exits 1 by default; input and usage errors exit 2 like grep's.
 click.ClickException.exit_code = 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -30,9 +31,27 @@ class Settings(BaseSettings):
     context_lines: int = Field(5, ge=0, le=50, description="log lines kept before and after each evidence line")
     retention_days: int = Field(30, ge=0, description="days a stored diagnosis is kept; 0 keeps it forever")
     forwarded_allow_ips: str = Field(
-        "127.0.0.1", description="proxies whose X-Forwarded-* headers `tracelore serve` trusts (comma list or *)"
+        "", description="proxies whose X-Forwarded-* headers `tracelore serve` trusts (comma list or *); empty: none"
     )
-    secret_key: str = Field("", description="signs sessions and hashes client addresses; set it in production")
+    secret_key: str = Field(
+        "", description="signs sessions and hashes client addresses; empty: one is generated and kept in the database"
+    )
+    quota_anonymous: int = Field(3, ge=0, description="diagnoses a day per client address without an account")
+    quota_free: int = Field(10, ge=0, description="diagnoses a day per signed-in account")
+    quota_verified: int = Field(50, ge=0, description="diagnoses a day per account whose e-mail is verified")
+    quota_pro: int = Field(5000, ge=0, description="diagnoses a day per pro account (granted by an admin)")
+    max_log_anonymous: int = Field(10 << 20, ge=1024, description="largest log without an account")
+    max_log_free: int = Field(25 << 20, ge=1024, description="largest log of a signed-in account")
+    max_log_verified: int = Field(50 << 20, ge=1024, description="largest log of a verified account")
+    max_log_pro: int = Field(200 << 20, ge=1024, description="largest log of a pro account")
+    smtp_host: str = Field("", description="SMTP server for sign-in links; empty: links are written to the log")
+    smtp_port: int = Field(587, ge=1, le=65535, description="SMTP port")
+    smtp_tls: Literal["starttls", "tls", "none"] = Field("starttls", description="SMTP transport security")
+    smtp_username: str = Field("", description="SMTP user name; empty: no login")
+    smtp_password: str = Field("", description="SMTP password")
+    mail_from: str = Field("Tracelore <tracelore@localhost>", description="From: of sign-in e-mails")
+    login_link_minutes: int = Field(15, ge=1, le=1440, description="how long a sign-in link works")
+    session_days: int = Field(30, ge=1, le=365, description="how long a sign-in lasts")
 
     @field_validator("database_url")
     @classmethod

@@ -7,6 +7,8 @@
     │   └── NotText       415  binary data, not a text log
     ├── UnsupportedType   415  wrong content type or encoding
     ├── TooLarge          413  over a size limit (says which)
+    ├── Unauthorized      401  unknown, malformed or revoked API key (with WWW-Authenticate)
+    ├── Forbidden         403  a form without its CSRF token, or posted from another site
     ├── NotFound          404
     ├── QuotaSpent        429  daily allowance used up
     ├── Overloaded        503  too many diagnoses in flight (with Retry-After)
@@ -75,6 +77,18 @@ class TooLarge(TraceloreError):
     status = 413
     type = "/problems/too-large"
     title = "Log too large"
+
+
+class Unauthorized(TraceloreError):
+    status = 401
+    type = "/problems/unauthorized"
+    title = "Not authorised"
+
+
+class Forbidden(TraceloreError):
+    status = 403
+    type = "/problems/forbidden"
+    title = "Forbidden"
 
 
 class NotFound(TraceloreError):

@@ -78,6 +78,8 @@ def make_settings(database_url: str, tmp: Path, **overrides: Any) -> Settings:
         "signatures_dir": SIGNATURES,
         "max_upload_bytes": 256 << 10,
         "max_in_flight": 4,
+        "quota_anonymous": 100_000,  # tests of other things are not held up by the daily allowance
+        "secret_key": "test-secret",
     }
     values.update(overrides)
     return Settings(**values)

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
-from sqlalchemy import BigInteger, DateTime, Integer, LargeBinary, MetaData, String, Text
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Date,
+    DateTime,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Stable constraint names, so migrations can refer to them on every backend.
@@ -37,3 +48,76 @@ class DiagnosisRow(Base):
     diagnosis_json: Mapped[str] = mapped_column(Text)  # Diagnosis.model_dump_json(), byte for byte
     windows_json: Mapped[str] = mapped_column(Text)  # evidence windows: the only log text kept by default
     log_gz: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # whole log, only if store_log
+
+
+class AccountRow(Base):
+    """A person who signs in by e-mail link; the tier decides the daily allowance."""
+
+    __tablename__ = "accounts"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    email: Mapped[str] = mapped_column(String(320), unique=True)  # lower-cased
+    tier: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    verified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_sign_in_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class LoginTokenRow(Base):
+    """A one-time sign-in link, stored only as a hash."""
+
+    __tablename__ = "login_tokens"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    email: Mapped[str] = mapped_column(String(320), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class SessionRow(Base):
+    """A signed-in browser, stored only as a hash of its cookie token."""
+
+    __tablename__ = "sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ApiKeyRow(Base):
+    """An API key for CI: only its hash and a short visible prefix are kept."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class QuotaUsageRow(Base):
+    """Diagnoses counted for one subject on one UTC day."""
+
+    __tablename__ = "quota_usage"
+    __table_args__ = (CheckConstraint("used >= 0", name="used_not_negative"),)
+
+    subject: Mapped[str] = mapped_column(String(200), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    tier: Mapped[str] = mapped_column(String(32))  # the tier of the first count that day, for usage reports
+    used: Mapped[int] = mapped_column(Integer)
+
+
+class ServerSecretRow(Base):
+    """A generated secret shared by every process when TRACELORE_SECRET_KEY is not set."""
+
+    __tablename__ = "server_secrets"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

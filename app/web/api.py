@@ -16,6 +16,7 @@ from app.config import Settings
 from app.core.signature import Signature
 from app.errors import NotFound, NotReady
 from app.store.diagnoses import Record, Window, get_diagnosis, get_log, save_diagnosis
+from app.web import quota
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, Subject, SubjectDep
 from app.web.problems import PROBLEM_JSON
 from app.web.schemas import DiagnosisRecord, SignatureSummary, Status
@@ -87,13 +88,21 @@ def to_record(request: Request, settings: Settings, record: Record) -> Diagnosis
 
 
 async def diagnose_request(
-    request: Request, *, settings: Settings, library: LibraryDep, metrics: MetricsDep, top: int | None
+    request: Request,
+    *,
+    settings: Settings,
+    library: LibraryDep,
+    metrics: MetricsDep,
+    top: int | None,
+    subject: Subject,
 ) -> tuple[Analysis, bool]:
-    """Read, bound and diagnose the log in a request; return it and whether to store it."""
+    """Read, bound, count and diagnose the log in a request; return it and whether to store it."""
     gate = request.app.state.gate
     gate.check()  # refuse before reading a body we could not serve
-    upload = await read_upload(request, limit=settings.max_upload_bytes)
+    tier = await quota.admit(request, subject)  # a spent allowance is refused before the body is read
+    upload = await read_upload(request, limit=tier.max_log_bytes)
     try:
+        await quota.charge(request, subject)  # counted only once the log is read and within bounds
         analysis = await run_analysis(
             gate,
             upload.file,
@@ -105,6 +114,8 @@ async def diagnose_request(
             metrics=metrics,
             excerpt=upload.excerpt,
         )
+    except BaseException as exc:
+        raise await quota.refund(request, exc) from None
     finally:
         upload.close()
     return analysis, upload.store is not False
@@ -135,9 +146,11 @@ async def store_analysis(session: SessionDep, analysis: Analysis, subject: Subje
     responses={
         200: {"description": "Diagnosed, not stored (`store=false`)", "model": DiagnosisRecord},
         400: _PROBLEM,
+        401: _PROBLEM,
         413: _PROBLEM,
         415: _PROBLEM,
         422: _PROBLEM,
+        429: _PROBLEM,
         503: _PROBLEM,
     },
 )
@@ -153,11 +166,16 @@ async def create_diagnosis(
     top: Annotated[int | None, Query(ge=1, le=100, description="at most this many candidates")] = None,
 ) -> DiagnosisRecord:
     """Diagnose a log; with `store` (the default) keep it and return its permalink."""
-    analysis, body_store = await diagnose_request(request, settings=settings, library=library, metrics=metrics, top=top)
+    analysis, body_store = await diagnose_request(
+        request, settings=settings, library=library, metrics=metrics, top=top, subject=subject
+    )
     if store is False or not body_store:
         response.status_code = 200
         return DiagnosisRecord.model_validate(analysis.diagnosis.model_dump())
-    record = await store_analysis(session, analysis, subject)
+    try:
+        record = await store_analysis(session, analysis, subject)
+    except Exception as exc:
+        raise await quota.refund(request, exc) from exc
     response.headers["Location"] = str(request.url_for("read_diagnosis", diagnosis_id=record.id))
     return to_record(request, settings, record)
 

@@ -23,9 +23,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from app import __version__
 from app.config import Settings
 from app.core.library import Library, load_library
+from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import purge_expired
-from app.web import api, encyclopedia, evidence, pages
+from app.web import accounts, api, encyclopedia, evidence, pages, quota
+from app.web.identity import csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
 from app.web.service import Gate
@@ -102,16 +104,22 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.metrics = Metrics()
     app.state.gate = Gate(settings.max_in_flight, settings.retry_after)
     app.state.templates = make_templates()
+    app.state.templates.env.globals["csrf_token"] = csrf_token
+    app.state.clock = utcnow  # tests put another clock here to move between UTC days
     app.state.encyclopedia = encyclopedia.Encyclopedia(app.state.library, app.state.templates.env)
     install_problem_handlers(app)
     # Before api.router: its /signatures/{signature_id} would take "prefilter.json".
     app.include_router(evidence.router, prefix="/api/v1", tags=["signatures"])
     app.include_router(api.router, prefix="/api/v1", tags=["diagnoses"])
+    app.include_router(quota.router, prefix="/api/v1", tags=["quota"])
     app.include_router(api.ops, tags=["operations"])
     app.include_router(pages.router, include_in_schema=False)
+    app.include_router(accounts.router, include_in_schema=False)
     app.include_router(encyclopedia.router, include_in_schema=False)
     app.mount("/static/docs", StaticFiles(directory=DOCS_ASSETS), name="docs_assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _add_docs(app)
+    app.add_middleware(quota.QuotaHeadersMiddleware)
+    app.add_middleware(accounts.CsrfCookieMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -11,6 +10,8 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.core.library import Library
+from app.web.identity import Subject as Subject  # re-exported: routes import it from here
+from app.web.identity import resolve_subject
 from app.web.metrics import Metrics
 
 
@@ -38,17 +39,9 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-@dataclass(frozen=True, slots=True)
-class Subject:
-    """Who is asking. Everyone is anonymous on the free tier until accounts exist."""
-
-    id: str = "anonymous"
-    tier: str = "free"
-
-
-def get_subject() -> Subject:
-    """The caller's identity; accounts and API keys will resolve it from the request."""
-    return Subject()
+def get_subject(request: Request) -> Subject:
+    """The caller: an account (API key or session cookie) or an anonymous client address."""
+    return resolve_subject(request)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

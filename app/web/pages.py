@@ -15,6 +15,8 @@ from app.errors import NotFound, TraceloreError
 from app.store.diagnoses import Record, Window, get_diagnosis
 from app.web.api import diagnose_request, not_before, store_analysis
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
+from app.web.identity import Subject, check_origin
+from app.web.quota import quota_upgrade, refund, usage_now
 from app.web.upload import human_bytes
 
 router = APIRouter()
@@ -42,7 +44,16 @@ def _sample_text(name: str) -> str:
     return (SAMPLES_DIR / f"{name}.log").read_text(encoding="utf-8")
 
 
-def _home(request: Request, settings: Any, *, text: str = "", error: str | None = None, status: int = 200) -> Response:
+def _home(
+    request: Request,
+    settings: Any,
+    *,
+    text: str = "",
+    error: str | None = None,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    subject: Subject | None = None,
+) -> Response:
     templates = request.app.state.templates
     return templates.TemplateResponse(
         request,
@@ -55,15 +66,20 @@ def _home(request: Request, settings: Any, *, text: str = "", error: str | None 
             "retention_days": settings.retention_days,
             "store_log": settings.store_log,
             "context_lines": settings.context_lines,
+            "quota": getattr(request.state, "quota", None),
+            "signed_in": subject.account if subject else None,
+            "upgrade": quota_upgrade(request),
         },
         status_code=status,
+        headers=headers,
     )
 
 
 @router.get("/", name="home")
-def home(request: Request, settings: SettingsDep, sample: str | None = None) -> Response:
+def home(request: Request, settings: SettingsDep, subject: SubjectDep, sample: str | None = None) -> Response:
     """The paste box and file picker; `?sample=NAME` fills the box with a bundled log."""
-    return _home(request, settings, text=_sample_text(sample) if sample else "")
+    request.state.quota = usage_now(request, subject)  # the page says what is left today
+    return _home(request, settings, text=_sample_text(sample) if sample else "", subject=subject)
 
 
 @router.get("/samples/{name}.log", name="sample_log")
@@ -82,14 +98,20 @@ async def diagnose_form(
     subject: SubjectDep,
 ) -> Response:
     """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
+    check_origin(request)
     try:
-        analysis, _ = await diagnose_request(request, settings=settings, library=library, metrics=metrics, top=None)
+        analysis, _ = await diagnose_request(
+            request, settings=settings, library=library, metrics=metrics, top=None, subject=subject
+        )
     except TraceloreError as exc:
-        if exc.status == 503:
+        if exc.status == 503 or exc.status >= 500:
             raise
         metrics.rejection(exc.type.rsplit("/", 1)[-1])
-        return _home(request, settings, error=exc.detail, status=exc.status)
-    record = await store_analysis(session, analysis, subject)
+        return _home(request, settings, error=exc.detail, status=exc.status, headers=exc.headers, subject=subject)
+    try:
+        record = await store_analysis(session, analysis, subject)
+    except Exception as exc:
+        raise await refund(request, exc) from exc
     return RedirectResponse(request.url_for("diagnosis_page", diagnosis_id=record.id), status_code=303)
 
 

@@ -1,0 +1,72 @@
+"""The daily counter: one atomic statement per diagnosis, exact across processes and hosts.
+
+`consume` is `INSERT ... ON CONFLICT DO UPDATE SET used = used + 1 WHERE used < :limit RETURNING used`:
+a row back means admitted, no row means the allowance is spent. PostgreSQL makes the upsert
+atomic under concurrency; SQLite runs it under its write lock. Run each call in its own short
+transaction (not the request's), so the count is settled before the expensive work starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from sqlalchemy import delete, func, literal, select, update
+from sqlalchemy.orm import Session
+
+from app.store.accounts import dialect_insert
+from app.store.tables import QuotaUsageRow
+
+
+def consume(session: Session, *, subject: str, tier: str, day: date, limit: int) -> int | None:
+    """Count one diagnosis if the allowance has room: the new count, or None when it is spent."""
+    table = QuotaUsageRow.__table__
+    source = select(literal(subject), literal(day), literal(tier), literal(1)).where(literal(limit) > 0)
+    stmt = dialect_insert(session, table).from_select(["subject", "day", "tier", "used"], source)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["subject", "day"],
+        set_={"used": table.c.used + 1, "tier": stmt.excluded.tier},
+        where=table.c.used < limit,
+    ).returning(table.c.used)
+    row = session.execute(stmt).first()
+    return None if row is None else int(row[0])
+
+
+def refund(session: Session, *, subject: str, day: date) -> None:
+    """Give back one diagnosis counted today (its diagnosis failed on our side)."""
+    session.execute(
+        update(QuotaUsageRow)
+        .where(QuotaUsageRow.subject == subject, QuotaUsageRow.day == day, QuotaUsageRow.used > 0)
+        .values(used=QuotaUsageRow.used - 1)
+    )
+
+
+def used(session: Session, *, subject: str, day: date) -> int:
+    """Diagnoses counted for a subject on a day."""
+    value = session.scalar(select(QuotaUsageRow.used).where(QuotaUsageRow.subject == subject, QuotaUsageRow.day == day))
+    return int(value or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class DayUsage:
+    day: date
+    tier: str
+    subjects: int
+    used: int
+
+
+def usage_by_day(session: Session, *, since: date) -> list[DayUsage]:
+    """Diagnoses counted per day and tier since a day, newest first."""
+    rows = session.execute(
+        select(QuotaUsageRow.day, QuotaUsageRow.tier, func.count(), func.sum(QuotaUsageRow.used))
+        .where(QuotaUsageRow.day >= since, QuotaUsageRow.used > 0)
+        .group_by(QuotaUsageRow.day, QuotaUsageRow.tier)
+        .order_by(QuotaUsageRow.day.desc(), QuotaUsageRow.tier)
+    )
+    return [DayUsage(day, tier, int(n), int(total or 0)) for day, tier, n, total in rows]
+
+
+def purge_usage(session: Session, *, before: date) -> int:
+    """Delete counters of days before a day."""
+    result = session.execute(delete(QuotaUsageRow).where(QuotaUsageRow.day < before))
+    return int(getattr(result, "rowcount", 0) or 0)

@@ -1,0 +1,277 @@
+"""Sign-in by e-mail link, the session cookie, sign-out, and the account page where API keys are made and revoked.
+
+Every form carries a CSRF token bound to the browser's CSRF cookie and is refused when a
+browser says it was posted from another site. A sign-in link opens a page with a button
+rather than signing in on GET, so mail scanners that fetch links cannot spend it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import smtplib
+import ssl
+from datetime import timedelta
+from email.message import EmailMessage
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import RedirectResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.config import Settings
+from app.errors import BadInput, NotReady, TraceloreError
+from app.store import accounts as store
+from app.store.accounts import Account
+from app.web.deps import SettingsDep
+from app.web.identity import CSRF_COOKIE, SESSION_COOKIE, check_csrf, clock, secret, session_token, sign
+from app.web.quota import tiers, usage_now
+
+log = logging.getLogger("tracelore")
+
+router = APIRouter()
+
+EMAIL = re.compile(r"^[^@\s<>\"',;]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}\.)+[A-Za-z]{2,63}$")
+LINKS_PER_HOUR = 5  # sign-in e-mails to one address per hour
+FORM_LIMITS = {"max_files": 0, "max_fields": 8, "max_part_size": 4096}
+
+
+class CsrfCookieMiddleware:
+    """Give every browser a random CSRF cookie on its first page, to which form tokens are bound."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith("/api/") or scope["path"].startswith("/static/"):
+            await self.app(scope, receive, send)
+            return
+        cookies = dict(scope.get("headers", []))
+        raw = cookies.get(b"cookie", b"").decode("latin-1")
+        if f"{CSRF_COOKIE}=" in raw:
+            await self.app(scope, receive, send)
+            return
+        seed = secrets.token_urlsafe(24)
+        scope.setdefault("state", {})["csrf_seed"] = seed
+        secure = "; Secure" if scope.get("scheme") == "https" else ""
+        cookie = f"{CSRF_COOKIE}={seed}; Path=/; HttpOnly; SameSite=Lax{secure}".encode()
+
+        async def send_with_cookie(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie)]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+
+def _page(request: Request, template: str, context: dict[str, Any], *, status: int = 200) -> Response:
+    response: Response = request.app.state.templates.TemplateResponse(request, template, context, status_code=status)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _signed_in(request: Request) -> tuple[str, Account] | None:
+    token = session_token(request)
+    if not token:
+        return None
+    with request.app.state.sessionmaker.begin() as session:
+        account = store.session_account(session, token, now=clock(request))
+    return (token, account) if account else None
+
+
+def _link(request: Request, settings: Settings, token: str) -> str:
+    path = request.url_for("sign_in_link", token=token)
+    if settings.base_url:
+        return settings.base_url.rstrip("/") + path.path
+    return str(path)
+
+
+def send_sign_in_mail(settings: Settings, *, to: str, link: str, minutes: int) -> None:
+    """E-mail a sign-in link through the configured SMTP server, or write it to the log when there is none."""
+    if not settings.smtp_host:
+        log.warning("no SMTP server is configured (TRACELORE_SMTP_HOST); sign-in link for %s: %s", to, link)
+        return
+    message = EmailMessage()
+    message["Subject"] = "Your Tracelore sign-in link"
+    message["From"] = settings.mail_from
+    message["To"] = to
+    message.set_content(
+        f"Open this link to sign in to Tracelore:\n\n{link}\n\n"
+        f"It works once, for {minutes} minutes. If you did not ask for it, ignore this e-mail.\n"
+    )
+    context = ssl.create_default_context()
+    smtp: smtplib.SMTP
+    if settings.smtp_tls == "tls":
+        smtp = smtplib.SMTP_SSL(settings.smtp_host, settings.smtp_port, timeout=15, context=context)
+    else:
+        smtp = smtplib.SMTP(settings.smtp_host, settings.smtp_port, timeout=15)
+    with smtp:
+        if settings.smtp_tls == "starttls":
+            smtp.starttls(context=context)
+        if settings.smtp_username:
+            smtp.login(settings.smtp_username, settings.smtp_password)
+        smtp.send_message(message)
+
+
+@router.get("/account", name="account")
+def account_page(request: Request, settings: SettingsDep) -> Response:
+    """The sign-in form, or the account: tier, today's allowance and API keys."""
+    found = _signed_in(request)
+    if found is None:
+        return _page(request, "signin.html", {"tiers": tiers(request), "minutes": settings.login_link_minutes})
+    return _account(request, found[1])
+
+
+def _account(request: Request, account: Account, *, new_key: str | None = None, status: int = 200) -> Response:
+    from app.web.identity import Subject
+
+    subject = Subject(id=f"account:{account.id}", tier=account.tier, account=account)
+    usage = usage_now(request, subject)
+    with request.app.state.sessionmaker.begin() as session:
+        keys = store.list_api_keys(session, account.id)
+    context = {"account": account, "usage": usage, "keys": keys, "new_key": new_key, "tiers": tiers(request)}
+    return _page(request, "account.html", context, status=status)
+
+
+@router.post("/account/sign-in", name="sign_in")
+async def sign_in(request: Request, settings: SettingsDep) -> Response:
+    """Send a one-time sign-in link to an e-mail address."""
+    form = await request.form(**FORM_LIMITS)
+    check_csrf(request, form)
+    email = str(form.get("email") or "").strip()
+    if len(email) > 254 or not EMAIL.match(email):
+        context = {"tiers": tiers(request), "minutes": settings.login_link_minutes, "email": email[:254]}
+        context["error"] = "That does not look like an e-mail address (name@example.org)."
+        return _page(request, "signin.html", context, status=422)
+    now = clock(request)
+    lifetime = timedelta(minutes=settings.login_link_minutes)
+
+    def create() -> str | None:
+        with request.app.state.sessionmaker.begin() as session:
+            if store.recent_login_tokens(session, email, since=now - timedelta(hours=1)) >= LINKS_PER_HOUR:
+                return None
+            return store.create_login_token(session, email, now=now, lifetime=lifetime)
+
+    token = await run_in_threadpool(create)
+    if token is None:
+        context = {"tiers": tiers(request), "minutes": settings.login_link_minutes, "email": email}
+        context["error"] = f"{LINKS_PER_HOUR} sign-in links were already sent to this address in the last hour."
+        return _page(request, "signin.html", context, status=429)
+    link = _link(request, settings, token)
+    try:
+        await run_in_threadpool(
+            send_sign_in_mail, settings, to=store.normalise_email(email), link=link, minutes=settings.login_link_minutes
+        )
+    except (OSError, smtplib.SMTPException) as exc:
+        log.error("could not send a sign-in e-mail through %s: %s", settings.smtp_host, exc)
+        raise NotReady(
+            "the sign-in e-mail could not be sent; try again in a few minutes", headers={"Retry-After": "60"}
+        ) from None
+    return _page(request, "signin_sent.html", {"email": email, "minutes": settings.login_link_minutes})
+
+
+@router.get("/account/sign-in/{token}", name="sign_in_link")
+def sign_in_link(request: Request, token: str) -> Response:
+    """The page a sign-in link opens: one button that signs in (a GET never spends the link)."""
+    return _page(request, "signin_confirm.html", {"token": token[:200]})
+
+
+@router.post("/account/sign-in/{token}", name="sign_in_confirm")
+async def sign_in_confirm(request: Request, token: str, settings: SettingsDep) -> Response:
+    """Spend the link: verify the address, create the account if needed, start a session."""
+    form = await request.form(**FORM_LIMITS)
+    check_csrf(request, form)
+    now = clock(request)
+
+    def use() -> str | None:
+        with request.app.state.sessionmaker.begin() as session:
+            account = store.use_login_token(session, token, now=now)
+            if account is None:
+                return None
+            return store.create_session(session, account.id, now=now, lifetime=timedelta(days=settings.session_days))
+
+    session_token_ = await run_in_threadpool(use)
+    if session_token_ is None:
+        context = {"tiers": tiers(request), "minutes": settings.login_link_minutes}
+        context["error"] = "That sign-in link has expired or was already used. Ask for a new one."
+        return _page(request, "signin.html", context, status=400)
+    response = RedirectResponse(request.url_for("account").path, status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        sign(secret(request), session_token_, "session"),
+        max_age=settings.session_days * 86400,
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https" or settings.base_url.startswith("https://"),
+    )
+    return response
+
+
+@router.post("/account/sign-out", name="sign_out")
+async def sign_out(request: Request) -> Response:
+    """End this browser's session."""
+    form = await request.form(**FORM_LIMITS)
+    check_csrf(request, form)
+    token = session_token(request)
+    if token:
+
+        def end() -> None:
+            with request.app.state.sessionmaker.begin() as session:
+                store.end_session(session, token)
+
+        await run_in_threadpool(end)
+    response = RedirectResponse(request.url_for("home").path, status_code=303)
+    response.delete_cookie(SESSION_COOKIE)
+    return response
+
+
+async def _require_account(request: Request) -> Account:
+    found = await run_in_threadpool(_signed_in, request)
+    if found is None:
+        raise _SignInFirst()
+    return found[1]
+
+
+class _SignInFirst(TraceloreError):
+    status = 401
+    type = "/problems/unauthorized"
+    title = "Sign in first"
+
+    def __init__(self) -> None:
+        super().__init__("sign in first: open /account and ask for a sign-in link")
+
+
+@router.post("/account/keys", name="create_key")
+async def create_key(request: Request) -> Response:
+    """Create an API key; the page shows it this once."""
+    form = await request.form(**FORM_LIMITS)
+    check_csrf(request, form)
+    account = await _require_account(request)
+    name = str(form.get("name") or "").strip()
+    if len(name) > 100:
+        raise BadInput("a key name is at most 100 characters")
+
+    def create() -> str:
+        with request.app.state.sessionmaker.begin() as session:
+            return store.create_api_key(session, account.id, name=name or "CI", now=clock(request))[1]
+
+    key = await run_in_threadpool(create)
+    return await run_in_threadpool(lambda: _account(request, account, new_key=key, status=201))
+
+
+@router.post("/account/keys/{key_id}/revoke", name="revoke_key")
+async def revoke_key(request: Request, key_id: str) -> Response:
+    """Revoke one of the account's keys."""
+    form = await request.form(**FORM_LIMITS)
+    check_csrf(request, form)
+    account = await _require_account(request)
+
+    def revoke() -> bool:
+        with request.app.state.sessionmaker.begin() as session:
+            return store.revoke_api_key(session, key_id[:64], now=clock(request), account_id=account.id) is not None
+
+    if not await run_in_threadpool(revoke):
+        raise BadInput(f"no key {key_id[:64]!r} on this account")
+    return RedirectResponse(request.url_for("account").path, status_code=303)
