@@ -96,4 +96,5 @@ def shown_redactions(
             texts[(e.file, e.line)] = e.text
     for u in unexplained_lines:
         texts[(u.file, u.line)] = u.text
-    return count_placeholders([*texts.values(), *(n for n in names if n)])
+    ordered = [texts[k] for k in sorted(texts, key=lambda k: (k[0] or "", k[1]))]
+    return count_placeholders([*ordered, *(n for n in names if n)])

@@ -8,15 +8,24 @@ default (like `redactions`) are compatible: older stored diagnoses still validat
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 SCHEMA_VERSION = 1
 
 Role = Literal["initiating", "collateral", "contributing"]
 Band = Literal["likely", "possible"]
 Episode = Literal["terminal", "earlier"]
+
+# A timestamp read from a log: ISO 8601, with a UTC offset only when the log gave one (most
+# logs print local time without one), so it is not an RFC 3339 `date-time`.
+LogTime = Annotated[
+    datetime,
+    WithJsonSchema(
+        {"type": "string", "description": "ISO 8601 time as the log wrote it; no UTC offset when the log gave none"}
+    ),
+]
 
 LIKELY = 0.5  # confidence at or above which a candidate is reported as "likely"
 
@@ -33,7 +42,7 @@ class Line(_Frozen):
     file: str | None = None
     rank: int | None = None
     host: str | None = None
-    time: datetime | None = None
+    time: LogTime | None = None
     content_start: int = Field(0, description="offset in text where launcher prefixes end")
     cut: int = Field(0, description="bytes cut from this line by the length cap")
 
@@ -44,7 +53,7 @@ class Evidence(_Frozen):
     line: int
     file: str | None = None
     rank: int | None = None
-    time: datetime | None = None
+    time: LogTime | None = None
     text: str
     span: tuple[int, int] = Field(description="character offsets of the match in text")
     pattern: str = Field(description="name of the fingerprint or symptom that matched")
@@ -67,7 +76,7 @@ class Candidate(_Frozen):
     line: int = Field(description="first line where it appears")
     file: str | None = None
     rank: int | None = None
-    time: datetime | None = None
+    time: LogTime | None = None
     ranks: list[int] = Field(default_factory=list, description="ranks on which it appears")
     count: int = Field(description="matching lines in the log")
     evidence: list[Evidence]
@@ -103,8 +112,8 @@ class InputInfo(_Frozen):
     lines: int
     files: list[str] = Field(default_factory=list)
     ranks: list[int] = Field(default_factory=list, description="ranks seen on evidence lines")
-    start: datetime | None = None
-    end: datetime | None = None
+    start: LogTime | None = None
+    end: LogTime | None = None
     cut_lines: int = Field(0, description="extracted lines shortened by the line cap")
     versions: dict[str, str] = Field(default_factory=dict, description="versions found")
     excerpt: ExcerptInfo | None = Field(

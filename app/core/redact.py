@@ -75,7 +75,7 @@ def _guard_value(value: str, _match: Any) -> bool:
     low = bare.lower()
     if len(bare) < 4 or low in NOT_SECRET_VALUES or len(set(bare)) == 1:
         return False
-    if bare.startswith(("$", "%(", "{{", "<", "***", "xxx", "...", "os.environ", "getenv", "env:")):
+    if bare.startswith(("$", "%(", "{{", "<", "***", "xxx", "...", "os.env", "environ", "env:")):  # references
         return False
     return not low.startswith(("none", "null"))
 
@@ -315,9 +315,16 @@ def redact_line(text: str, *, redactor: Redactor = DEFAULT) -> str:
 
 
 def count_placeholders(texts: Iterable[str]) -> dict[str, int]:
-    """Placeholders by type in texts that were redacted: what the reader is told was removed."""
+    """Placeholders by type in redacted lines, in order: what the reader is told was removed.
+
+    The lines of one PEM key (each replaced by a placeholder) count as one key.
+    """
     counts: Counter[str] = Counter()
+    key, in_key = placeholder("private-key"), False
     for text in texts:
+        if text.strip() == key and in_key:
+            continue
+        in_key = text.endswith(key)
         if MARK in text:
             counts.update(m.group(1) for m in _PLACEHOLDER_RE.finditer(text))
     return dict(sorted(counts.items()))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from datetime import UTC, datetime
 
@@ -45,6 +47,7 @@ class Record(BaseModel):
     diagnosis: Diagnosis
     windows: list[Window]
     has_log: bool
+    delete_token: str | None = Field(None, description="set only on the record save_diagnosis returns")
 
 
 _WINDOWS = TypeAdapter(list[Window])
@@ -53,6 +56,16 @@ _WINDOWS = TypeAdapter(list[Window])
 def new_id() -> str:
     """An unguessable permalink id (128 random bits)."""
     return secrets.token_urlsafe(16)
+
+
+def new_delete_token() -> str:
+    """A token that lets the maker of a diagnosis delete it (shown once, stored as a hash)."""
+    return "tld_" + secrets.token_urlsafe(24)
+
+
+def token_hash(token: str) -> str:
+    """What is stored of a delete token."""
+    return hashlib.sha256(token.encode("utf-8", errors="replace")).hexdigest()
 
 
 def _aware(value: datetime) -> datetime:
@@ -86,7 +99,11 @@ def save_diagnosis(
     created_at: datetime,
     log_gz: bytes | None = None,
 ) -> Record:
-    """Add a diagnosis to the session (flushed, not committed) and return it as stored."""
+    """Add a diagnosis to the session (flushed, not committed) and return it as stored.
+
+    The returned record carries a fresh delete token; only its hash is stored.
+    """
+    token = new_delete_token()
     row = DiagnosisRow(
         id=new_id(),
         created_at=created_at,
@@ -99,10 +116,11 @@ def save_diagnosis(
         diagnosis_json=diagnosis.model_dump_json(),
         windows_json=_WINDOWS.dump_json(windows).decode(),
         log_gz=log_gz,
+        delete_token_hash=token_hash(token),
     )
     session.add(row)
     session.flush()
-    return _record(row)
+    return _record(row).model_copy(update={"delete_token": token})
 
 
 def get_diagnosis(session: Session, diagnosis_id: str, *, not_before: datetime | None = None) -> Record | None:
@@ -122,6 +140,24 @@ def get_log(session: Session, diagnosis_id: str, *, not_before: datetime | None 
         return None
     log_gz: bytes | None = row.log_gz
     return log_gz
+
+
+def may_delete(session: Session, diagnosis_id: str, *, token: str | None, subject: str | None) -> bool | None:
+    """None if there is no such diagnosis; else whether the token (or the account subject) owns it."""
+    row = session.execute(
+        select(DiagnosisRow.subject, DiagnosisRow.delete_token_hash).where(DiagnosisRow.id == diagnosis_id)
+    ).first()
+    if row is None:
+        return None
+    if token and row.delete_token_hash and hmac.compare_digest(token_hash(token), row.delete_token_hash):
+        return True
+    return bool(subject and subject.startswith("account:") and subject == row.subject)
+
+
+def delete_diagnosis(session: Session, diagnosis_id: str) -> bool:
+    """Delete one diagnosis (and its kept log); whether it existed."""
+    result = session.execute(delete(DiagnosisRow).where(DiagnosisRow.id == diagnosis_id))
+    return bool(getattr(result, "rowcount", 0))
 
 
 def purge_expired(session: Session, *, before: datetime) -> int:

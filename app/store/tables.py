@@ -48,6 +48,8 @@ class DiagnosisRow(Base):
     diagnosis_json: Mapped[str] = mapped_column(Text)  # Diagnosis.model_dump_json(), byte for byte
     windows_json: Mapped[str] = mapped_column(Text)  # evidence windows: the only log text kept by default
     log_gz: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # whole log, only if store_log
+    # SHA-256 of the delete token handed to whoever made it (the token itself is never stored).
+    delete_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class AccountRow(Base):

@@ -177,6 +177,8 @@ async def create_diagnosis(
     except Exception as exc:
         raise await quota.refund(request, exc) from exc
     response.headers["Location"] = str(request.url_for("read_diagnosis", diagnosis_id=record.id))
+    if record.delete_token:  # shown once; only its hash is stored
+        response.headers["X-Delete-Token"] = record.delete_token
     return to_record(request, settings, record)
 
 

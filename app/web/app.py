@@ -26,10 +26,11 @@ from app.core.library import Library, load_library
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import purge_expired
-from app.web import accounts, api, encyclopedia, evidence, pages, quota
+from app.web import accounts, api, encyclopedia, evidence, pages, quota, retention
 from app.web.identity import csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
+from app.web.security import SecurityHeadersMiddleware
 from app.web.service import Gate
 from app.web.templating import make_templates
 
@@ -59,7 +60,12 @@ def _purge(app: FastAPI) -> None:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     await anyio.to_thread.run_sync(_purge, app)
     try:
-        yield
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(retention.purge_periodically, app.state.sessionmaker, app.state.settings)
+            try:
+                yield
+            finally:
+                tasks.cancel_scope.cancel()
     finally:
         app.state.engine.dispose()
 
@@ -111,9 +117,11 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     # Before api.router: its /signatures/{signature_id} would take "prefilter.json".
     app.include_router(evidence.router, prefix="/api/v1", tags=["signatures"])
     app.include_router(api.router, prefix="/api/v1", tags=["diagnoses"])
+    app.include_router(retention.api, prefix="/api/v1")
     app.include_router(quota.router, prefix="/api/v1", tags=["quota"])
     app.include_router(api.ops, tags=["operations"])
     app.include_router(pages.router, include_in_schema=False)
+    app.include_router(retention.pages, include_in_schema=False)
     app.include_router(accounts.router, include_in_schema=False)
     app.include_router(encyclopedia.router, include_in_schema=False)
     app.mount("/static/docs", StaticFiles(directory=DOCS_ASSETS), name="docs_assets")
@@ -121,5 +129,6 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     _add_docs(app)
     app.add_middleware(quota.QuotaHeadersMiddleware)
     app.add_middleware(accounts.CsrfCookieMiddleware)
+    app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app

@@ -17,6 +17,7 @@ from app.web.api import diagnose_request, not_before, store_analysis
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
 from app.web.identity import Subject, check_origin
 from app.web.quota import quota_upgrade, refund, usage_now
+from app.web.retention import remember_delete_token
 from app.web.upload import human_bytes
 
 router = APIRouter()
@@ -44,6 +45,12 @@ def _sample_text(name: str) -> str:
     return (SAMPLES_DIR / f"{name}.log").read_text(encoding="utf-8")
 
 
+def _log_limit(request: Request, settings: Any) -> int:
+    """The largest log this caller may send: their tier's, once their allowance is known."""
+    usage = getattr(request.state, "quota", None)
+    return min(usage.tier.max_log_bytes, settings.max_upload_bytes) if usage else int(settings.max_upload_bytes)
+
+
 def _home(
     request: Request,
     settings: Any,
@@ -62,7 +69,7 @@ def _home(
             "samples": SAMPLES,
             "text": text,
             "error": error,
-            "limit": human_bytes(settings.max_upload_bytes),
+            "limit": human_bytes(_log_limit(request, settings)),
             "retention_days": settings.retention_days,
             "store_log": settings.store_log,
             "context_lines": settings.context_lines,
@@ -112,7 +119,9 @@ async def diagnose_form(
         record = await store_analysis(session, analysis, subject)
     except Exception as exc:
         raise await refund(request, exc) from exc
-    return RedirectResponse(request.url_for("diagnosis_page", diagnosis_id=record.id), status_code=303)
+    response = RedirectResponse(request.url_for("diagnosis_page", diagnosis_id=record.id), status_code=303)
+    remember_delete_token(response, record, settings, secure=request.url.scheme == "https")
+    return response
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import Match
 
 from app.errors import TraceloreError
 
@@ -103,11 +104,21 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     detail = exc.detail if isinstance(exc.detail, str) else title
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"nothing at {request.url.path}"
+    headers = dict(exc.headers or {})
     if exc.status_code == 405:
         detail = f"{request.method} is not allowed on {request.url.path}"
-    return problem_response(
-        request, status=exc.status_code, type_=type_, title=title, detail=detail, headers=dict(exc.headers or {})
-    )
+        headers["Allow"] = ", ".join(_allowed_methods(request)) or headers.get("Allow", "")
+    return problem_response(request, status=exc.status_code, type_=type_, title=title, detail=detail, headers=headers)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (routes of one path may live in several routers)."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)
+    ]
 
 
 async def _disconnected(_request: Request, _exc: Exception) -> Response:

@@ -232,7 +232,8 @@ def shown_counts(diagnosis: Diagnosis, windows: list[Window], log_counts: dict[s
     for w in windows:
         for line in w.lines:
             texts[(w.file, line.no)] = line.text
-    counts = count_placeholders([*texts.values(), *diagnosis.input.files])
+    ordered = [texts[k] for k in sorted(texts, key=lambda k: (k[0] or "", k[1]))]
+    counts = count_placeholders([*ordered, *diagnosis.input.files])
     for kind, n in log_counts.items():
         counts[kind] = max(counts.get(kind, 0), n)
     return dict(sorted(counts.items()))

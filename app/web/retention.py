@@ -1,0 +1,164 @@
+"""What is kept and for how long: the privacy page, deletion by the owner, the periodic purge."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import anyio
+import anyio.to_thread
+from fastapi import APIRouter, Form, Header, Request, Response
+from fastapi.responses import HTMLResponse
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings
+from app.core.redact import secret_types
+from app.errors import NotFound, TraceloreError
+from app.store.diagnoses import Record, delete_diagnosis, may_delete, purge_expired
+from app.web.deps import SessionDep, SettingsDep, SubjectDep
+from app.web.problems import PROBLEM_JSON
+
+log = logging.getLogger("tracelore")
+
+PURGE_EVERY = 3600.0  # seconds between purges of expired diagnoses while the service runs
+TOKEN_HEADER = "X-Delete-Token"
+COOKIE_PREFIX = "tl_delete_"
+
+
+class NotOwner(TraceloreError):
+    """403: only the maker of a diagnosis (its delete token or its account) may delete it."""
+
+    status = 403
+    type = "/problems/not-owner"
+    title = "Not the owner"
+
+
+api = APIRouter()
+pages = APIRouter()
+
+
+def purge_once(make_session: sessionmaker[Session], settings: Settings, *, now: datetime | None = None) -> int:
+    """Delete diagnoses older than the retention time; how many (0 when kept forever)."""
+    if not settings.retention_days:
+        return 0
+    before = (now or datetime.now(UTC)) - timedelta(days=settings.retention_days)
+    with make_session.begin() as session:
+        return purge_expired(session, before=before)
+
+
+def purge_logged(make_session: sessionmaker[Session], settings: Settings) -> int:
+    """`purge_once`, logging instead of raising (a database that is down must not stop the service)."""
+    try:
+        removed = purge_once(make_session, settings)
+    except SQLAlchemyError as exc:
+        log.warning("could not purge expired diagnoses (is the database migrated? `tracelore db upgrade`): %s", exc)
+        return 0
+    if removed:
+        log.info("purged %d diagnoses older than %d days", removed, settings.retention_days)
+    return removed
+
+
+async def purge_periodically(
+    make_session: sessionmaker[Session],
+    settings: Settings,
+    *,
+    every: float = PURGE_EVERY,
+    sleep: Callable[..., object] = anyio.sleep,
+) -> None:
+    """Purge every `every` seconds until cancelled (the app purges once at start-up itself)."""
+    while True:
+        await sleep(every)  # type: ignore[misc]
+        await anyio.to_thread.run_sync(purge_logged, make_session, settings)
+
+
+def delete_cookie_name(diagnosis_id: str) -> str:
+    """The browser cookie that holds a diagnosis's delete token (scoped to its page)."""
+    return COOKIE_PREFIX + diagnosis_id
+
+
+def remember_delete_token(response: Response, record: Record, settings: Settings, *, secure: bool) -> None:
+    """Give the browser that made a diagnosis the token to delete it (HttpOnly, this page only)."""
+    if record.delete_token is None:
+        return
+    response.set_cookie(
+        delete_cookie_name(record.id),
+        record.delete_token,
+        max_age=(settings.retention_days or 365) * 86400,
+        path=f"/d/{record.id}",
+        httponly=True,
+        secure=secure,
+        samesite="strict",  # never sent with a request started by another site
+    )
+
+
+def _delete(session: Session, diagnosis_id: str, *, token: str | None, subject: str) -> None:
+    allowed = may_delete(session, diagnosis_id, token=token, subject=subject) if len(diagnosis_id) <= 64 else None
+    if allowed is None:
+        raise NotFound(f"no diagnosis {diagnosis_id!r}: the id is wrong, or it was deleted or has expired")
+    if not allowed:
+        raise NotOwner(
+            "only the maker of a diagnosis can delete it: send the delete token returned when it was created "
+            f"in the {TOKEN_HEADER} header, or sign in to the account that made it"
+        )
+    delete_diagnosis(session, diagnosis_id)
+
+
+@api.delete(
+    "/diagnoses/{diagnosis_id}",
+    status_code=204,
+    response_class=Response,
+    responses={status: {"content": {PROBLEM_JSON: {}}} for status in (403, 404, 422)},
+    tags=["diagnoses"],
+)
+def delete_diagnosis_api(
+    diagnosis_id: str,
+    session: SessionDep,
+    subject: SubjectDep,
+    token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=200)] = None,
+) -> Response:
+    """Delete a stored diagnosis and everything kept of its log, now.
+
+    Allowed with the `delete_token` returned once when it was created, or for the account that made it.
+    """
+    _delete(session, diagnosis_id, token=token, subject=subject.id)
+    return Response(status_code=204)
+
+
+@pages.post("/d/{diagnosis_id}/delete", name="delete_diagnosis_form")
+def delete_diagnosis_form(
+    request: Request,
+    diagnosis_id: str,
+    session: SessionDep,
+    subject: SubjectDep,
+    settings: SettingsDep,
+    token: Annotated[str | None, Form(max_length=200)] = None,
+) -> HTMLResponse:
+    """The diagnosis page's delete button: the browser that made it holds the token in a cookie."""
+    origin = request.headers.get("origin")
+    if origin and origin not in {"null", f"{request.url.scheme}://{request.url.netloc}"}:
+        raise NotOwner("a diagnosis can only be deleted from its own page on this site")
+    _delete(
+        session,
+        diagnosis_id,
+        token=token or request.cookies.get(delete_cookie_name(diagnosis_id)),
+        subject=subject.id,
+    )
+    response: HTMLResponse = request.app.state.templates.TemplateResponse(
+        request, "deleted.html", {"diagnosis_id": diagnosis_id, "settings": settings}
+    )
+    response.delete_cookie(delete_cookie_name(diagnosis_id), path=f"/d/{diagnosis_id}")
+    return response
+
+
+@pages.get("/privacy", name="privacy_page")
+def privacy_page(request: Request, settings: SettingsDep) -> HTMLResponse:
+    """What Tracelore keeps, where, for how long, and how to delete it."""
+    response: HTMLResponse = request.app.state.templates.TemplateResponse(
+        request,
+        "privacy.html",
+        {"settings": settings, "secret_types": secret_types(), "token_header": TOKEN_HEADER},
+    )
+    return response
