@@ -360,6 +360,32 @@ def db_current() -> None:
     click.echo(current(url) or "base (not migrated)")
 
 
+@main.command("purge")
+@click.option(
+    "--days",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Delete diagnoses older than this many days [TRACELORE_RETENTION_DAYS, default 30].",
+)
+def purge(days: int | None) -> None:
+    """Delete stored diagnoses older than the retention time, now (the service also does it hourly)."""
+    from app.store.db import make_engine, make_sessionmaker
+    from app.web.retention import purge_once
+
+    settings = Settings()
+    if days is not None:
+        settings = settings.model_copy(update={"retention_days": days})
+    if not settings.retention_days:
+        click.echo("retention is 0 days (keep forever): nothing purged")
+        return
+    engine = make_engine(settings.effective_database_url)
+    try:
+        removed = purge_once(make_sessionmaker(engine), settings)
+    finally:
+        engine.dispose()
+    click.echo(f"purged {removed} diagnoses older than {settings.retention_days} days")
+
+
 @main.command("build-site")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--base-url", default="", help="Public URL the site will be hosted at (canonical links, sitemap.xml).")
