@@ -135,7 +135,8 @@ def test_the_allowance_starts_again_at_utc_midnight(server: LiveServer) -> None:
 def test_home_page_shows_what_is_left(server: LiveServer) -> None:
     with server.client() as client:
         html = {"Accept": "text/html"}
-        assert "<strong>3</strong> of 3 diagnoses left" in client.get("/", headers=html).text
+        first = client.get("/", headers=html).text
+        assert "<strong>3</strong> of 3 diagnoses left" in first and "up to 64 KiB" in first
         created = client.post("/diagnose", files={"log": (None, OOM.decode())}, headers=html)
         assert created.status_code == 303 and created.headers["x-ratelimit-remaining"] == "2"
         home = client.get("/", headers=html).text
