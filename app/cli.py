@@ -392,20 +392,21 @@ def purge(days: int | None) -> None:
 @click.option(
     "--service-url",
     default=None,
-    help="A Tracelore service for the paste-your-log forms [default TRACELORE_BASE_URL; empty: none].",
+    help="A Tracelore service the pages link to for diagnosis and search [default TRACELORE_BASE_URL; '' for none].",
 )
 @click.option("--signatures", type=click.Path(exists=True, path_type=Path), default=None, help="Signature folder.")
 def build_site_command(out: Path, base_url: str, service_url: str | None, signatures: Path | None) -> None:
     """Write the failure encyclopedia to OUT as a static site (relative links, no service needed)."""
-    from app.web.site import build_site
+    from app.web.site import build_site, check_output
     from app.web.templating import make_templates
 
     for name, url in (("--base-url", base_url), ("--service-url", service_url or "")):
         if url and not url.startswith(("http://", "https://")):
             raise click.BadParameter(f"expected an http(s) URL, got {url!r}", param_hint=name)
-    library = _library(signatures)
     service = Settings().base_url if service_url is None else service_url
     try:
+        check_output(out)  # before the library loads: a wrong folder fails at once
+        library = _library(signatures)
         pages = build_site(library, make_templates().env, out, base_url=base_url, service_url=service)
     except (TraceloreError, OSError) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc

@@ -27,6 +27,7 @@ router = APIRouter()
 
 PAGES_PER_BASE = 2  # public base URLs whose pages stay cached (TRACELORE_BASE_URL makes it one)
 CACHE_CONTROL = "public, max-age=300"
+PAGE_METHODS = ["GET", "HEAD"]  # crawlers and link checkers send HEAD
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def _respond(request: Request, page: Rendered, media_type: str = "text/html; cha
     return Response(page.body, media_type=media_type, headers=headers)
 
 
-@router.get("/failures/", name="failures_index", response_class=HTMLResponse)
+@router.api_route("/failures/", methods=PAGE_METHODS, name="failures_index", response_class=HTMLResponse)
 def failures_index(request: Request, encyclopedia: EncyclopediaDep, settings: SettingsDep) -> Response:
     """Every failure the library knows, grouped by layer."""
     base = _base(request, settings.base_url)
@@ -100,7 +101,7 @@ def failures_index(request: Request, encyclopedia: EncyclopediaDep, settings: Se
     return _respond(request, page)
 
 
-@router.get("/failures/{signature_id}", name="failure_page", response_class=HTMLResponse)
+@router.api_route("/failures/{signature_id}", methods=PAGE_METHODS, name="failure_page", response_class=HTMLResponse)
 def failure_page(request: Request, signature_id: str, encyclopedia: EncyclopediaDep, settings: SettingsDep) -> Response:
     """One failure: what it means, its causes, how to confirm, fix and verify."""
     encyclopedia.site.signature(signature_id)  # NotFound before anything is cached
@@ -111,7 +112,7 @@ def failure_page(request: Request, signature_id: str, encyclopedia: Encyclopedia
     return _respond(request, page)
 
 
-@router.get("/tags/{tag}", name="tag_page", response_class=HTMLResponse)
+@router.api_route("/tags/{tag}", methods=PAGE_METHODS, name="tag_page", response_class=HTMLResponse)
 def tag_page(request: Request, tag: str, encyclopedia: EncyclopediaDep, settings: SettingsDep) -> Response:
     """The failures with one tag."""
     encyclopedia.site.tagged(tag)  # NotFound before anything is cached
@@ -139,7 +140,7 @@ async def search_page(
     return HTMLResponse(site.render_search(results, Links()), headers={"Cache-Control": "no-store"})
 
 
-@router.get("/sitemap.xml", name="sitemap")
+@router.api_route("/sitemap.xml", methods=PAGE_METHODS, name="sitemap")
 def sitemap(request: Request, encyclopedia: EncyclopediaDep, settings: SettingsDep) -> Response:
     """Every encyclopedia page, for search engines."""
     base = _base(request, settings.base_url)
@@ -147,7 +148,7 @@ def sitemap(request: Request, encyclopedia: EncyclopediaDep, settings: SettingsD
     return _respond(request, page, "application/xml")
 
 
-@router.get("/robots.txt", name="robots", response_class=PlainTextResponse)
+@router.api_route("/robots.txt", methods=PAGE_METHODS, name="robots", response_class=PlainTextResponse)
 def robots_txt(request: Request, settings: SettingsDep) -> PlainTextResponse:
     """Crawl the encyclopedia; keep diagnoses, the API and search results out of indexes."""
     base = _base(request, settings.base_url)

@@ -169,6 +169,8 @@ class Site:
         canonical = links.absolute(base, "entry", sig.id) if base else None
         related = self.related[sig.id]
         present = [(a, h) for a, h, has in entries.SECTIONS if has(sig) and (a != "related" or related)]
+        if links.static:  # no paste box on a static page: it shows how to diagnose instead
+            present = [(a, "Diagnose your log" if a == "paste-log" else h) for a, h in present]
         jsonld = [entries.article_ld(sig, url=canonical, version=self.library.version)]
         facts = entries.captures(sig)
 
@@ -276,6 +278,14 @@ def _files(site: Site, *, base_url: str, service_url: str) -> Mapping[str, str]:
     return out
 
 
+def check_output(out: Path) -> Path:
+    """The folder a site may be written to: new, empty, or an earlier build (never someone's files)."""
+    out = out.resolve()
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / SITE_MARKER).exists())):
+        raise BadInput(f"{out} exists and is not an earlier build-site output; choose a new or empty folder")
+    return out
+
+
 def build_site(
     library: Library, env: jinja2.Environment, out: Path, *, base_url: str = "", service_url: str = ""
 ) -> int:
@@ -283,9 +293,7 @@ def build_site(
 
     `out` must be new, empty, or an earlier build (it is replaced whole, never merged).
     """
-    out = out.resolve()
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / SITE_MARKER).exists())):
-        raise BadInput(f"{out} exists and is not an earlier build-site output; choose a new or empty folder")
+    out = check_output(out)
     site = Site(library, env)
     files = _files(site, base_url=base_url, service_url=service_url)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ from click.testing import CliRunner
 from sqlalchemy import event
 
 from app.cli import main
-from app.core.library import Library, build_library
+from app.core.library import Library, build_library, load_library
 from app.core.signature import Signature
 from app.web.encyclopedia import Encyclopedia
 from app.web.templating import make_templates
@@ -177,7 +178,7 @@ def check_entry(sig: Signature, library: Library, html: str, page: Page, *, cano
         problems.append(f"references not linked: {missing_refs}")
     linked = {posixpath.basename(urlsplit(v).path).removesuffix(".html") for _, v in page.links}
     for other in (*sig.related, *sig.consequence_of):
-        if other not in linked:
+        if other in library.signatures and other not in linked:
             problems.append(f"related entry {other} not linked")
     for tag in sig.tags:
         if tag not in linked:
@@ -296,9 +297,11 @@ def test_entry_page_is_cached_and_needs_no_database(server: LiveServer, web: htt
         first = web.get("/failures/storage.disk_full")
         again = web.get("/failures/storage.disk_full", headers={"If-None-Match": first.headers["etag"]})
         tag = web.get("/tags/redis")
+        head = web.head("/failures/storage.disk_full")
     finally:
         event.remove(server.app.state.engine, "before_cursor_execute", count)
     assert first.status_code == 200 and again.status_code == 304 and tag.status_code == 200
+    assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == first.headers["etag"]
     assert statements == []
     assert "max-age" in first.headers["cache-control"]
 
@@ -453,40 +456,40 @@ def check_static_site(out: Path, library: Library, *, service: str | None, base:
 
 def test_build_site_passes_the_link_check_from_disk(tmp_path: Path, signatures_dir: Path, library: Library) -> None:
     out = tmp_path / "site"
-    runner = CliRunner()
-    result = runner.invoke(main, ["build-site", str(out), "--signatures", str(signatures_dir), "--service-url", ""])
+    args = ["--base-url", "https://docs.example/encyclopedia", "--service-url", "https://tracelore.example"]
+    result = CliRunner().invoke(main, ["build-site", str(out), "--signatures", str(signatures_dir), *args])
     assert result.exit_code == 0, result.output
     assert f"for {len(library)} entries" in result.output
-    check_static_site(out, library, service=None)
-    assert not (out / "sitemap.xml").exists()  # a sitemap needs absolute URLs: only with --base-url
-    assert "Sitemap" not in (out / "robots.txt").read_text()
-
-    # A rebuild replaces the earlier output, now with a service for the forms and a public URL.
-    (out / "failures" / "stale.html").write_text("old")
-    result = runner.invoke(
-        main,
-        [
-            "build-site",
-            str(out),
-            "--signatures",
-            str(signatures_dir),
-            "--base-url",
-            "https://docs.example/encyclopedia",
-            "--service-url",
-            "https://tracelore.example",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    assert not (out / "failures" / "stale.html").exists()
     check_static_site(out, library, service="https://tracelore.example", base="https://docs.example/encyclopedia")
     page = parse((out / "failures" / "cuda.oom.html").read_text())
     assert page.canonical == "https://docs.example/encyclopedia/failures/cuda.oom.html"
-    assert {"method": "get", "action": "https://tracelore.example/search"} in parse(
-        (out / "failures" / "index.html").read_text()
-    ).forms
+    index = parse((out / "failures" / "index.html").read_text())
+    assert {"method": "get", "action": "https://tracelore.example/search"} in index.forms
     sitemap = (out / "sitemap.xml").read_text()
     assert "<loc>https://docs.example/encyclopedia/failures/cuda.oom.html</loc>" in sitemap
+    assert "Sitemap: https://docs.example/encyclopedia/sitemap.xml" in (out / "robots.txt").read_text()
     assert (out / "static" / "encyclopedia.css").is_file() and (out / "static" / "tracelore.css").is_file()
+
+
+def test_build_site_without_a_service_and_a_rebuild(tmp_path: Path, signatures_dir: Path) -> None:
+    small = tmp_path / "signatures"
+    for sig_id in ("cuda.oom", "cuda.oom_fragmentation", "host.oom_killed"):
+        source = next(signatures_dir.rglob(f"{sig_id}.yaml"))
+        (small / source.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, small / source.parent.name / source.name)
+    library = load_library(small)
+    out = tmp_path / "site"
+    runner = CliRunner()
+    result = runner.invoke(main, ["build-site", str(out), "--signatures", str(small), "--service-url", ""])
+    assert result.exit_code == 0, result.output
+    check_static_site(out, library, service=None)
+    assert not (out / "sitemap.xml").exists()  # a sitemap needs absolute URLs: only with --base-url
+    assert "Sitemap" not in (out / "robots.txt").read_text()
+    # A rebuild replaces the earlier output whole.
+    (out / "failures" / "stale.html").write_text("old")
+    result = runner.invoke(main, ["build-site", str(out), "--signatures", str(small), "--service-url", ""])
+    assert result.exit_code == 0, result.output
+    assert not (out / "failures" / "stale.html").exists() and (out / "failures" / "cuda.oom.html").is_file()
 
 
 def test_build_site_refuses_a_folder_it_did_not_write(tmp_path: Path, signatures_dir: Path) -> None:
