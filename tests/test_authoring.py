@@ -189,3 +189,15 @@ def test_explain_when_nothing_matched_and_for_collateral(signatures_dir: Path, t
         "explain", "cuda.nope", str(SAMPLES / "torn-checkpoint.log"), "--signatures", str(signatures_dir)
     )
     assert code == 2 and "no signature 'cuda.nope'" in err
+
+
+def test_explain_names_the_missing_companion(signatures_dir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "import.log"
+    log.write_text(
+        "RuntimeError: Failed to import transformers.models.bloom.modeling_bloom because of the following error"
+        " (look up to see its traceback):\nNo module named foo\n"
+    )
+    code, out, _ = run("explain", "env.extension_abi_mismatch", str(log), "--signatures", str(signatures_dir))
+    assert code == 1
+    assert "does not count: failed_import_undefined_symbol: companion" in out and "not within the window" in out
+    assert "near failed_import_undefined_symbol.near[0]: no hit  (needed near failed_import_undefined_symbol)" in out
