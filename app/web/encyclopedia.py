@@ -16,7 +16,7 @@ from typing import Annotated
 import jinja2
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from app.core.library import Library
 from app.web.deps import SettingsDep
@@ -104,6 +104,10 @@ def failures_index(request: Request, encyclopedia: EncyclopediaDep, settings: Se
 @router.api_route("/failures/{signature_id}", methods=PAGE_METHODS, name="failure_page", response_class=HTMLResponse)
 def failure_page(request: Request, signature_id: str, encyclopedia: EncyclopediaDep, settings: SettingsDep) -> Response:
     """One failure: what it means, its causes, how to confirm, fix and verify."""
+    static_name = signature_id.removesuffix(".html")
+    if static_name != signature_id and static_name in encyclopedia.library.signatures:
+        # A link copied from a static build of the encyclopedia.
+        return RedirectResponse(request.url_for("failure_page", signature_id=static_name).path, status_code=301)
     encyclopedia.site.signature(signature_id)  # NotFound before anything is cached
     base = _base(request, settings.base_url)
     page = encyclopedia.page(

@@ -313,6 +313,8 @@ def test_unknown_entries_and_tags_are_clear_404s(web: httpx.Client) -> None:
     assert problem.status_code == 404 and problem.headers["content-type"] == "application/problem+json"
     assert web.get("/tags/no_such_tag").status_code == 404
     assert web.get("/failures", follow_redirects=True).url.path == "/failures/"
+    moved = web.get("/failures/cuda.oom.html", follow_redirects=False)  # a link copied from a static build
+    assert moved.status_code == 301 and moved.headers["location"] == "/failures/cuda.oom"
 
 
 def test_sitemap_and_robots(web: httpx.Client, library: Library) -> None:
