@@ -137,6 +137,10 @@ def list_accounts(session: Session) -> list[Account]:
 def create_login_token(session: Session, email: str, *, now: datetime, lifetime: timedelta) -> str:
     """A one-time sign-in token for an address (only its hash is stored)."""
     token = secrets.token_urlsafe(32)
+    email = normalise_email(email)
+    # Spent links go once they can no longer count towards the hourly limit of links per address.
+    stale = (LoginTokenRow.expires_at < now) & (LoginTokenRow.created_at < now - timedelta(hours=1))
+    session.execute(delete(LoginTokenRow).where(LoginTokenRow.email == email, stale))
     session.add(
         LoginTokenRow(token_hash=digest(token), email=normalise_email(email), created_at=now, expires_at=now + lifetime)
     )
@@ -184,7 +188,8 @@ def purge_login_tokens(session: Session, *, before: datetime) -> int:
 
 
 def create_session(session: Session, account_id: str, *, now: datetime, lifetime: timedelta) -> str:
-    """A new signed-in session; returns the token for the cookie."""
+    """A new signed-in session; returns the token for the cookie (the account's expired sessions go)."""
+    session.execute(delete(SessionRow).where(SessionRow.account_id == account_id, SessionRow.expires_at < now))
     token = secrets.token_urlsafe(32)
     session.add(SessionRow(token_hash=digest(token), account_id=account_id, created_at=now, expires_at=now + lifetime))
     session.flush()
