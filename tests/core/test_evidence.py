@@ -10,7 +10,7 @@ import pytest
 import regex
 
 from app.core.diagnose import diagnose
-from app.core.evidence import prefilter_spec, select_evidence
+from app.core.evidence import Selector, physical_lines, prefilter_spec, select_evidence
 from app.core.excerpt import Excerpt, diagnose_excerpt
 from app.core.library import Library
 from app.core.literals import atoms, to_js
@@ -229,3 +229,21 @@ def test_the_excerpt_of_a_generated_training_log_is_diagnosed_like_the_log(libra
     full = diagnose(path, library)
     assert full.initiating is not None
     _same(full, diagnose_excerpt(excerpt, library, name=str(path)))
+
+
+def _line_by_line(data: bytes, spec: dict[str, Any]) -> Excerpt:
+    selector = Selector(spec)
+    for raw in physical_lines([data]):
+        selector.add(raw)
+    return selector.excerpt(ends_with_newline=data.endswith(b"\n"))
+
+
+def test_the_fast_block_path_keeps_what_the_line_by_line_rules_keep(library: Library, tmp_path: Path) -> None:
+    spec = prefilter_spec(library)
+    path = tmp_path / "train.log"
+    generate(path, 3 << 20, seed=5)
+    logs = [path.read_bytes(), *(p.read_bytes() for p in sorted(SAMPLES.glob("*.log")))]
+    logs.append(b"\x1b[31mtorch.OutOf\x1b[0mMemoryError: CUDA out of memory\r\nlast line without newline")
+    for data in logs:
+        blocks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+        assert select_evidence(blocks, spec) == _line_by_line(data, spec)
