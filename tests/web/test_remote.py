@@ -16,7 +16,7 @@ from app.cli import main
 from app.core.diagnose import diagnose
 from app.core.library import Library
 from app.remote import padded_log, retry_after_seconds
-from tests.support import SAMPLES, LiveServer
+from tests.support import SAMPLES, LiveServer, live_server, make_settings
 
 PROGRESS = b"".join(b"step %d loss 1.%03d lr 0.0001 tokens/s 41234\n" % (i, i % 1000) for i in range(30_000))
 
@@ -179,6 +179,43 @@ def test_busy_server_is_waited_out_as_retry_after_asks(
     assert code == 1, err
     assert "retrying in 1 s as the server asks (Retry-After)" in err
     assert out.startswith("INITIATING: CUDA out of memory")
+
+
+def test_spent_allowance_is_a_clear_429(
+    library: Library, signatures_dir: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from tests.conftest import database_for
+
+    settings = make_settings(database_for("sqlite", request, tmp_path), tmp_path, quota_anonymous=1)
+    log = tmp_path / "oom.log"
+    log.write_bytes((SAMPLES / "oom-killed.log").read_bytes())
+    with live_server(settings, library) as server:
+        assert run("diagnose", str(log), "--server", server.url, "--signatures", str(signatures_dir))[0] == 1
+        code, out, err = run("diagnose", str(log), "--server", server.url, "--signatures", str(signatures_dir))
+    assert (code, out) == (2, "")
+    assert "the daily allowance on this server is used up (429" in err
+    assert "try again" in err and "UTC" in err
+
+
+def test_api_key_counts_against_its_account(live: LiveServer, signatures_dir: Path, tmp_path: Path) -> None:
+    from app.store import accounts
+
+    with live.app.state.sessionmaker.begin() as session:
+        account = accounts.ensure_account(session, "ci@example.org", now=accounts.utcnow(), tier="pro")
+        key, secret = accounts.create_api_key(session, account.id, name="CI", now=accounts.utcnow())
+    log = tmp_path / "oom.log"
+    log.write_bytes((SAMPLES / "oom-killed.log").read_bytes())
+    lib = ("--signatures", str(signatures_dir))
+    code, _, err = run("diagnose", str(log), "--server", live.url, "--api-key", secret, *lib)
+    assert code == 1, err
+    with live.client(headers={"Authorization": f"Bearer {secret}"}) as client:
+        quota = client.get("/api/v1/quota").json()
+    assert (quota["email"], quota["tier"], quota["used"]) == ("ci@example.org", "pro", 1)
+    with live.app.state.sessionmaker.begin() as session:
+        accounts.revoke_api_key(session, key.id, now=accounts.utcnow())
+    code, out, err = run("diagnose", str(log), "--server", live.url, "--api-key", secret, *lib)
+    assert (code, out) == (2, "")
+    assert "the server refused the API key (401" in err
 
 
 def test_retry_after_accepts_seconds_and_dates() -> None:
