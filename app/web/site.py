@@ -144,6 +144,7 @@ class Site:
             library_version=self.library.version,
             total=len(self.library),
             layer_title=entries.layer_title,
+            first_sentence=entries.first_sentence,
             **context,
         )
 
@@ -156,7 +157,6 @@ class Site:
             canonical=canonical,
             layers=self.layers,
             tags=self.tags,
-            first_sentence=entries.first_sentence,
             description=(
                 f"{len(self.library)} failures of ML training runs, from CUDA out of memory to NCCL timeouts: "
                 "what each error message means, its root causes and the fix."
@@ -171,15 +171,12 @@ class Site:
         present = [(a, h) for a, h, has in entries.SECTIONS if has(sig) and (a != "related" or related)]
         if links.static:  # no paste box on a static page: it shows how to diagnose instead
             present = [(a, "Diagnose your log" if a == "paste-log" else h) for a, h in present]
-        jsonld = [entries.article_ld(sig, url=canonical, version=self.library.version)]
+        jsonld = [entries.article_ld(sig, url=canonical, version=self.library.version), entries.faq_ld(sig)]
         facts = entries.captures(sig)
 
         def link(entry_id: str) -> str | None:  # ids named in the text link to their entries
             return links.entry(entry_id) if entry_id in self.library.signatures and entry_id != sig.id else None
 
-        faq = entries.faq_ld(sig)
-        if faq:
-            jsonld.append(faq)
         return self._render(
             "failure.html",
             links,
@@ -191,7 +188,7 @@ class Site:
             facts=facts,
             fact_names=sorted(facts - {"rank"}),
             related=related,
-            jsonld=[entries.json_ld(d) for d in jsonld],
+            jsonld=[entries.json_ld(d) for d in jsonld if d],
             description=entries.plain(sig.summary, 158),
             inline=lambda text, facts=frozenset(): entries.inline(text, facts, link=link),
             paragraphs=lambda text: entries.paragraphs(text, link=link),
@@ -208,7 +205,6 @@ class Site:
             canonical=canonical,
             tag=tag,
             sigs=sigs,
-            first_sentence=entries.first_sentence,
             description=f"Failures of ML training runs tagged {tag}: " + ", ".join(s.title for s in sigs[:6]),
         )
 
@@ -221,7 +217,6 @@ class Site:
             results=results,
             error=error,
             max_query=MAX_QUERY,
-            first_sentence=entries.first_sentence,
             description="Search the failure encyclopedia by error message, traceback or words.",
         )
 
