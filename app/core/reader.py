@@ -119,7 +119,9 @@ def decode(data: bytes, cap: int = LINE_CAP) -> tuple[str, int]:
     if len(data) > cap * 4:
         cut = len(data) - cap * 4
         data = data[: cap * 4]
-    text = data.decode("utf-8", errors="replace").replace("\x00", "").rstrip("\r\n")
+    # NUL cannot be stored (PostgreSQL text); an ESC left over from a broken escape sequence
+    # must not reach a terminal or a page.
+    text = data.decode("utf-8", errors="replace").replace("\x00", "").replace("\x1b", "").rstrip("\r\n")
     if len(text) > cap:
         cut += len(text[cap:].encode("utf-8", errors="replace"))
         text = text[:cap]
