@@ -17,6 +17,7 @@ from app.web.api import diagnose_request, not_before, store_analysis
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
 from app.web.identity import Subject, check_origin
 from app.web.quota import quota_upgrade, refund, usage_now
+from app.web.retention import remember_delete_token
 from app.web.upload import human_bytes
 
 router = APIRouter()
@@ -118,7 +119,9 @@ async def diagnose_form(
         record = await store_analysis(session, analysis, subject)
     except Exception as exc:
         raise await refund(request, exc) from exc
-    return RedirectResponse(request.url_for("diagnosis_page", diagnosis_id=record.id), status_code=303)
+    response = RedirectResponse(request.url_for("diagnosis_page", diagnosis_id=record.id), status_code=303)
+    remember_delete_token(response, record, settings, secure=request.url.scheme == "https")
+    return response
 
 
 @dataclass(frozen=True)
