@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     store_log: bool = Field(False, description="keep the whole log, not only the evidence windows")
     context_lines: int = Field(5, ge=0, le=50, description="log lines kept before and after each evidence line")
     retention_days: int = Field(30, ge=0, description="days a stored diagnosis is kept; 0 keeps it forever")
+    redact_network: bool = Field(True, description="also redact IP addresses and internal host names in logs")
     forwarded_allow_ips: str = Field(
         "", description="proxies whose X-Forwarded-* headers `tracelore serve` trusts (comma list or *); empty: none"
     )

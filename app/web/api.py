@@ -113,6 +113,7 @@ async def diagnose_request(
             keep_log=settings.store_log,
             metrics=metrics,
             excerpt=upload.excerpt,
+            redactor=request.app.state.redactor,
         )
     except BaseException as exc:
         raise await quota.refund(request, exc) from None

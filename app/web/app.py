@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app import __version__
 from app.config import Settings
 from app.core.library import Library, load_library
+from app.core.redact import Redactor
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import purge_expired
@@ -109,6 +110,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.library = library or load_library(settings.signatures_dir)
     app.state.metrics = Metrics()
     app.state.gate = Gate(settings.max_in_flight, settings.retry_after)
+    app.state.redactor = Redactor(network=settings.redact_network)
     app.state.templates = make_templates()
     app.state.templates.env.globals["csrf_token"] = csrf_token
     app.state.clock = utcnow  # tests put another clock here to move between UTC days

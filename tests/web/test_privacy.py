@@ -222,3 +222,13 @@ def test_tracelore_purge(sqlite_url: str, tmp_path: Path) -> None:
     with make_sessionmaker(engine).begin() as session:
         assert count_diagnoses(session) == 1
     engine.dispose()
+
+
+def test_network_redaction_can_be_switched_off(sqlite_url: str, tmp_path: Path, library: Library) -> None:
+    log = b"NCCL INFO connect to 10.42.0.17:29500 on gpu-7.cluster.local password=hunter22\n" + OOM.encode()
+    settings = make_settings(sqlite_url, tmp_path, redact_network=False)
+    with live_server(settings, library) as server, server.client() as client:
+        r = client.post("/api/v1/diagnoses", content=log, headers={"Content-Type": "text/plain"})
+        windows = client.get(f"/api/v1/diagnoses/{r.json()['id']}/windows").text
+    assert "10.42.0.17" in windows and "gpu-7.cluster.local" in windows and "hunter22" not in windows
+    assert r.json()["redactions"] == {"password": 1}
