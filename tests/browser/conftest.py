@@ -35,13 +35,15 @@ BIG_LOG_BYTES = 300 << 20
 EXCERPT_LIMIT = 8 << 20  # what the test server accepts: an excerpt fits, the whole 300 MB log does not
 
 
-@pytest.fixture(scope="session")
+# Package scope: Playwright's sync API holds an event loop in this thread while it runs,
+# and tests after this package start loops of their own.
+@pytest.fixture(scope="package")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as p:
         yield p
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)")
