@@ -538,8 +538,10 @@
         detail = "";
       }
     }
+    detail = detail.trim();
+    if (detail && !/[.!?]$/.test(detail)) detail += ".";
     const retry = response.headers.get("retry-after");
-    if (retry && /^\d+$/.test(retry)) {
+    if (retry && /^\d+$/.test(retry) && !/\bagain\b/i.test(detail)) {
       const seconds = Number(retry);
       const when = seconds < 120 ? `${seconds} s` : seconds < 7200 ? `${Math.round(seconds / 60)} min` : `${Math.round(seconds / 3600)} h`;
       detail += ` Try again in ${when}.`;
