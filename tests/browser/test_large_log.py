@@ -113,3 +113,25 @@ def test_the_browser_keeps_exactly_what_the_python_rules_keep(
     with httpx.Client(base_url=server.url) as client:
         stored = client.get(f"/api/v1/diagnoses/{page.url.rsplit('/', 1)[1]}").json()
     assert comparable(stored) == comparable(full.model_dump(mode="json"))
+
+
+def test_a_gzip_file_is_read_through_the_browser_s_decompressor(
+    page: Page, server: LiveServer, library: Library, mid_log: Path, tmp_path: Path
+) -> None:
+    packed = tmp_path / "train.log.gz"
+    packed.write_bytes(gzip.compress(mid_log.read_bytes(), 1))
+    captured: list[dict[str, Any]] = []
+
+    def capture(route: Route) -> None:
+        captured.append(body_of(route.request))
+        route.continue_()
+
+    page.route("**/api/v1/diagnoses", capture)
+    pick(page, server, packed)
+    with page.expect_navigation(url=re.compile(r"/d/[\w-]+$")):
+        page.click("button[type=submit]")
+    (payload,) = captured
+    with mid_log.open("rb") as f:
+        expected = select_evidence(iter(lambda: f.read(1 << 20), b""), prefilter_spec(library))
+    assert payload["total_bytes"] == mid_log.stat().st_size
+    assert [(e["line"], e["text"]) for e in payload["excerpt"]] == list(expected.lines)

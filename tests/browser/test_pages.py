@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from app.core.diagnose import diagnose
 from app.core.library import Library
@@ -45,3 +45,20 @@ def test_diagnosis_page_links_lead_to_the_encyclopedia(page: Page, server: LiveS
     page.click("header nav >> text=Failure encyclopedia")
     expect(page).to_have_url(re.compile(r"/failures/?$"))
     expect(page.locator(f"a[href$='{first.id}']").first).to_be_visible()
+
+
+def test_without_javascript_the_form_posts_the_whole_file(
+    browser: Browser, server: LiveServer, library: Library
+) -> None:
+    expected = diagnose(SAMPLES / "torn-checkpoint.log", library).candidates[0]
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(server.url + "/")
+        page.set_input_files("#file", str(SAMPLES / "torn-checkpoint.log"))
+        with page.expect_navigation(url=re.compile(r"/d/[\w-]+$")):
+            page.click("button[type=submit]")
+        expect(page.locator("h1")).to_have_text(expected.title)
+        expect(page.locator("section.meta")).not_to_contain_text("only the evidence was sent")
+    finally:
+        context.close()
