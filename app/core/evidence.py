@@ -16,7 +16,10 @@ which `prefilter_spec` publishes as data and `select_evidence` implements here:
 A line is judged on its first `line_bytes` bytes (decoded as UTF-8, invalid bytes
 replaced), with terminal escapes removed, frame by frame (a carriage return starts a
 frame); it is kept as decoded, escapes included. A pattern the browser cannot run as a
-regular expression (`js` is null) matches a line holding one of its `atoms`.
+regular expression (`js` is null) matches a line holding one of its `atoms`. Both
+implementations screen lines by the atoms before matching; the browser does it on the
+raw bytes, so an escape sequence inside a literal (a word coloured mid-message) can hide
+a line from it.
 
 The caps are the matcher's own (what it records per pattern), so the server's
 diagnosis of the excerpt equals its diagnosis of the whole log; only `count` is a
@@ -54,7 +57,7 @@ MARKERS: tuple[tuple[str, str], ...] = (
     ("launcher_summary", r"Root Cause \(first observed failure\)|ChildFailedError|\bFAILED\b"),
 )
 
-# The reader's escape-sequence pattern (app.core.reader), written for both engines.
+# The reader's escape-sequence pattern (app.core.reader), for Python's `re` and JavaScript.
 ANSI = (
     r"\x1b\[[0-9;:?<=>]{0,64}[ -/]{0,8}[@-~]"
     r"|\x1b\][^\x07\x1b\n]{0,4096}(?:\x07|\x1b\\)"
