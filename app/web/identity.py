@@ -18,10 +18,11 @@ from datetime import datetime
 from typing import Any
 
 from fastapi import Request
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.datastructures import URL
 
 from app.config import Settings
-from app.errors import BadInput, Forbidden, Unauthorized
+from app.errors import BadInput, Forbidden, NotReady, Unauthorized
 from app.store.accounts import Account, ApiKey, key_account, server_secret, session_account, utcnow
 
 SESSION_COOKIE = "tracelore_session"
@@ -54,8 +55,13 @@ def secret(request: Request) -> bytes:
         if settings.secret_key:
             cached = settings.secret_key.encode()
         else:
-            with state.sessionmaker.begin() as session:
-                cached = server_secret(session, now=clock(request)).encode()
+            try:
+                with state.sessionmaker.begin() as session:
+                    cached = server_secret(session, now=clock(request)).encode()
+            except SQLAlchemyError as exc:
+                raise NotReady(
+                    f"the database is not reachable ({type(exc).__name__})", headers={"Retry-After": "5"}
+                ) from None
         state.secret = cached
     return cached
 

@@ -16,7 +16,7 @@ from app.store.diagnoses import Record, Window, get_diagnosis
 from app.web.api import diagnose_request, not_before, store_analysis
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
 from app.web.identity import Subject, check_origin
-from app.web.quota import quota_upgrade, refund, usage_now
+from app.web.quota import quota_upgrade, refund, usage_for_page
 from app.web.retention import remember_delete_token
 from app.web.upload import human_bytes
 
@@ -85,7 +85,7 @@ def _home(
 @router.get("/", name="home")
 def home(request: Request, settings: SettingsDep, subject: SubjectDep, sample: str | None = None) -> Response:
     """The paste box and file picker; `?sample=NAME` fills the box with a bundled log."""
-    request.state.quota = usage_now(request, subject)  # the page says what is left today
+    request.state.quota = usage_for_page(request, subject)  # the page says what is left today
     return _home(request, settings, text=_sample_text(sample) if sample else "", subject=subject)
 
 

@@ -9,9 +9,10 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import QuotaSpent, TraceloreError
+from app.errors import NotReady, QuotaSpent, TraceloreError
 from app.quota import counters
 from app.quota.tiers import Tier, Usage, next_tier, spent_message, tier_table, utc_day
 from app.web.deps import SubjectDep
@@ -39,9 +40,25 @@ def tier_of(request: Request, subject: Subject) -> Tier:
 def usage_now(request: Request, subject: Subject) -> Usage:
     """Where a subject stands today (blocking)."""
     now = clock(request)
-    with request.app.state.sessionmaker.begin() as session:
-        used = counters.used(session, subject=subject.id, day=utc_day(now))
+    try:
+        with request.app.state.sessionmaker.begin() as session:
+            used = counters.used(session, subject=subject.id, day=utc_day(now))
+    except SQLAlchemyError as exc:
+        raise _unreachable(exc) from None
     return Usage(tier=tier_of(request, subject), used=used, now=now)
+
+
+def _unreachable(exc: SQLAlchemyError) -> NotReady:
+    log.warning("the quota counter is not reachable: %s", exc)
+    return NotReady(f"the database is not reachable ({type(exc).__name__})", headers={"Retry-After": "5"})
+
+
+def usage_for_page(request: Request, subject: Subject) -> Usage | None:
+    """usage_now for a page that works without it: None when the database cannot say."""
+    try:
+        return usage_now(request, subject)
+    except NotReady:
+        return None
 
 
 def spent(request: Request, usage: Usage) -> QuotaSpent:
@@ -72,8 +89,11 @@ async def charge(request: Request, subject: Subject) -> Usage:
     now = clock(request)
 
     def consume() -> int | None:
-        with request.app.state.sessionmaker.begin() as session:
-            return counters.consume(session, subject=subject.id, tier=tier.name, day=utc_day(now), limit=tier.daily)
+        try:
+            with request.app.state.sessionmaker.begin() as session:
+                return counters.consume(session, subject=subject.id, tier=tier.name, day=utc_day(now), limit=tier.daily)
+        except SQLAlchemyError as exc:
+            raise _unreachable(exc) from None
 
     used = await run_in_threadpool(consume)
     if used is None:

@@ -229,3 +229,13 @@ def test_the_cli_uses_an_api_key_against_a_running_server(server: LiveServer, si
     _admin("revoke-key", key)
     code, _, err = cli("--api-key", key)
     assert code == 2 and "revoked" in err
+
+
+def test_without_a_database_pages_still_render_and_the_api_says_503(library: Library, tmp_path: Path) -> None:
+    settings = make_settings("postgresql+psycopg://nobody@127.0.0.1:1/none", tmp_path)
+    with live_server(settings, library) as live, live.client() as client:
+        home = client.get("/", headers={"Accept": "text/html"})
+        assert home.status_code == 200 and "diagnoses left" not in home.text
+        quota = client.get("/api/v1/quota")
+        assert quota.status_code == 503 and quota.headers["retry-after"] == "5"
+        assert client.post("/api/v1/diagnoses", content=OOM).status_code == 503
