@@ -65,20 +65,19 @@ def oom_log(tmp_path: Path) -> Path:
 
 
 def test_every_format_on_the_command_line(lib: str, oom_log: Path, tmp_path: Path) -> None:
-    code, out, _ = run("diagnose", str(oom_log), "--signatures", lib, "--format", "sarif")
+    # One run (one library load): SARIF on stdout, the other formats as extra reports.
+    junit, github, markdown = tmp_path / "junit.xml", tmp_path / "github.txt", tmp_path / "report.md"
+    code, out, _ = run(
+        "diagnose", str(oom_log), "--signatures", lib, "--format", "sarif", "--base-url", "https://t.example",
+        "--report", f"junit={junit}", "--report", f"github={github}", "--report", f"markdown={markdown}",
+    )  # fmt: skip
     assert code == 1
     validate_sarif(json.loads(out))
-    code, out, _ = run("diagnose", str(oom_log), "--signatures", lib, "--format", "junit")
-    (tmp_path / "junit.xml").write_text(out)
-    suite = next(iter(JUnitXml.fromfile(str(tmp_path / "junit.xml"))))
-    assert code == 1 and suite.failures == 1
-    code, out, _ = run("diagnose", str(oom_log), "--signatures", lib, "--format", "github")
-    kind, props, _ = parse_command(out.splitlines()[0])
-    assert (code, kind, props["file"], props["line"]) == (1, "error", str(oom_log), "20")
-    code, out, _ = run(
-        "diagnose", str(oom_log), "--signatures", lib, "--format", "markdown", "--base-url", "https://t.example"
-    )
-    assert code == 1 and "[CUDA out of memory](https://t.example/failures/cuda.oom)" in out
+    suite = next(iter(JUnitXml.fromfile(str(junit))))
+    assert suite.failures == 1
+    kind, props, _ = parse_command(github.read_text().splitlines()[0])
+    assert (kind, props["file"], props["line"]) == ("error", str(oom_log), "20")
+    assert "[CUDA out of memory](https://t.example/failures/cuda.oom)" in markdown.read_text()
 
 
 def test_extra_reports_are_written_beside_stdout(lib: str, oom_log: Path, tmp_path: Path) -> None:
