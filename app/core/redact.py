@@ -180,6 +180,11 @@ class Redactor:
         self.network = network
         self.enabled = enabled
         self.rules = tuple(r for r in all_rules() if network or r.rule_group != NETWORK) if enabled else ()
+        # One automaton for every rule: most lines match none and cost one linear scan. Over a
+        # block of lines (multi-line mode) it finds the few lines worth running the rules on.
+        alternatives = "|".join(f"(?:{r.regex.pattern})" for r in self.rules) or "$^"
+        self._any = re2.compile(alternatives, _OPTIONS)
+        self._block = re2.compile(f"(?m){alternatives}|{_PEM_BODY.pattern}", _OPTIONS)
 
     def line(self, text: str) -> Redacted:
         """Redact one line (no line breaks expected; a PEM block on one line is removed whole)."""
@@ -189,6 +194,8 @@ class Redactor:
         if _PEM_BODY.search(text) and _guard_token(text.strip(), None) and _mixed_case(text):
             counts["private-key"] += 1
             return Redacted(_keep_indent(text) + placeholder("private-key"), counts)
+        if self._any.search(text) is None:
+            return Redacted(text, counts)
         low = text.lower()
         for rule in self.rules:
             if rule.hints and not any(h in low for h in rule.hints):
@@ -199,11 +206,37 @@ class Redactor:
                 low = text.lower()
         return Redacted(text, counts)
 
-    def text(self, text: str) -> Redacted:
-        """Redact a block of lines, keeping every line break; PEM keys spanning lines go whole."""
-        stream = self.stream()
-        out = [stream.line(part) for part in text.split("\n")]
-        return Redacted("\n".join(out), stream.counts)
+    def text(self, text: str, stream: RedactionStream | None = None) -> Redacted:
+        """Redact a block of lines, keeping every line break; PEM keys spanning lines go whole.
+
+        One scan of the block finds the lines any rule could touch; only those (and the lines
+        inside a PEM key) go through the rules. Pass `stream` to carry PEM state across blocks.
+        """
+        stream = stream or self.stream()
+        before = Counter(stream.counts)
+        lines = text.split("\n")
+        hits = self._hit_lines(text) if self.enabled else set()
+        out = [stream.line(line) if stream.in_key or i in hits else line for i, line in enumerate(lines)]
+        return Redacted("\n".join(out), stream.counts - before)
+
+    def _hit_lines(self, text: str) -> set[int]:
+        """Indexes of the lines of a block on which some rule (or a PEM body) matches."""
+        data = text.encode("utf-8", errors="surrogatepass")
+        regexp, size = self._block._regexp, len(data)
+        hits: set[int] = set()
+        pos = line = counted = 0
+        while pos < size:
+            start = regexp.Match(_UNANCHORED, data, pos, size)[0][0]
+            if start < 0:
+                break
+            line += data.count(b"\n", counted, start)
+            counted = start
+            hits.add(line)
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            pos = end + 1
+        return hits
 
     def stream(self) -> RedactionStream:
         """A stateful redactor for consecutive lines of one file."""
