@@ -58,7 +58,6 @@ def run_action(tmp: Path, inputs: dict[str, str], *, cwd: Path) -> StepsRun:
         "GITHUB_PATH": str(path_file),
         "GITHUB_ACTION_PATH": str(REPO),
         "RUNNER_TEMP": str(tmp / "runner-temp"),
-        "TRACELORE_SIGNATURES_DIR": str(REPO / "signatures"),
     }
     (tmp / "runner-temp").mkdir(exist_ok=True)
     code, out, err = 0, "", ""
