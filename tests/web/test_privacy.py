@@ -232,3 +232,24 @@ def test_network_redaction_can_be_switched_off(sqlite_url: str, tmp_path: Path, 
         windows = client.get(f"/api/v1/diagnoses/{r.json()['id']}/windows").text
     assert "10.42.0.17" in windows and "gpu-7.cluster.local" in windows and "hunter22" not in windows
     assert r.json()["redactions"] == {"password": 1}
+
+
+def test_an_account_deletes_its_own_diagnoses_without_a_token(live: LiveServer, client: httpx.Client) -> None:
+    from click.testing import CliRunner
+
+    from app.cli import main
+
+    env = {"TRACELORE_DATABASE_URL": live.app.state.settings.database_url}
+    keys = []
+    for who in ("owner", "other"):
+        result = CliRunner().invoke(main, ["admin", "create-key", f"{who}-{live.port}@example.org"], env=env)
+        assert result.exit_code == 0, result.output
+        keys.append({"Authorization": f"Bearer {result.stdout.strip()}"})
+    owner, other = keys
+    r = client.post("/api/v1/diagnoses", content=OOM.encode(), headers={**owner, "Content-Type": "text/plain"})
+    assert r.status_code == 201
+    url = f"/api/v1/diagnoses/{r.json()['id']}"
+    assert client.delete(url, headers=other).status_code == 403
+    assert client.delete(url).status_code == 403  # anonymous, no token
+    assert client.delete(url, headers=owner).status_code == 204
+    assert client.get(url).status_code == 404
