@@ -12,6 +12,7 @@ Pure functions only: no I/O, no settings. Callers choose whether network identif
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from bisect import bisect_right
@@ -177,14 +178,29 @@ class Redactor:
     """Applies the rules to lines of text. Immutable and thread-safe; `stream()` holds PEM state."""
 
     def __init__(self, *, network: bool = True, enabled: bool = True) -> None:
+        # Rules compile on first use, not at import: `import app.core` stays cheap for the CLI.
         self.network = network
         self.enabled = enabled
-        self.rules = tuple(r for r in all_rules() if network or r.rule_group != NETWORK) if enabled else ()
+
+    @functools.cached_property
+    def rules(self) -> tuple[Rule, ...]:
+        if not self.enabled:
+            return ()
+        return tuple(r for r in all_rules() if self.network or r.rule_group != NETWORK)
+
+    @functools.cached_property
+    def _alternatives(self) -> str:
         # One automaton for every rule: most lines match none and cost one linear scan. Over a
         # block of lines (multi-line mode) it finds the few lines worth running the rules on.
-        alternatives = "|".join(f"(?:{r.regex.pattern})" for r in self.rules) or "$^"
-        self._any = re2.compile(alternatives, _OPTIONS)
-        self._block = re2.compile(f"(?m){alternatives}|{_PEM_BODY.pattern}", _OPTIONS)
+        return "|".join(f"(?:{r.regex.pattern})" for r in self.rules) or "$^"
+
+    @functools.cached_property
+    def _any(self) -> Any:
+        return re2.compile(self._alternatives, _OPTIONS)
+
+    @functools.cached_property
+    def _block(self) -> Any:
+        return re2.compile(f"(?m){self._alternatives}|{_PEM_BODY.pattern}", _OPTIONS)
 
     def line(self, text: str) -> Redacted:
         """Redact one line (no line breaks expected; a PEM block on one line is removed whole)."""
