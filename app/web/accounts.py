@@ -60,7 +60,12 @@ class CsrfCookieMiddleware:
 
         async def send_with_cookie(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie)]}
+                headers = message.get("headers", [])
+                cache = b" ".join(v for k, v in headers if k.lower() == b"cache-control").lower()
+                # A page a shared cache may keep (encyclopedia entries) must not carry a
+                # per-browser cookie: the cache would hand it to every later visitor.
+                if b"public" not in cache:
+                    message = {**message, "headers": [*headers, (b"set-cookie", cookie)]}
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)

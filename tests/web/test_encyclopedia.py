@@ -531,3 +531,13 @@ def test_the_page_cache_is_bounded(library: Library) -> None:
     assert encyclopedia.page(("entry", "cuda.oom", "http://host0"), lambda: render("again")).body == "again"
     last = f"http://host{encyclopedia.cache_limit + 9}"
     assert encyclopedia.page(("entry", "cuda.oom", last), lambda: render("never")).body != "never"
+
+
+def test_cacheable_pages_carry_no_per_browser_cookie(server: LiveServer) -> None:
+    # A shared cache keeps public entry pages; a Set-Cookie on them would reach every visitor.
+    with server.client(headers=HTML) as fresh:
+        entry = fresh.get("/failures/cuda.oom")
+        assert entry.status_code == 200 and "public" in entry.headers["cache-control"]
+        assert "set-cookie" not in entry.headers
+        home = fresh.get("/")
+        assert "set-cookie" in home.headers  # pages with forms still get the CSRF cookie
