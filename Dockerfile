@@ -7,9 +7,10 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 # Dependencies first, so a code change does not reinstall them.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY app/__init__.py app/__init__.py
-RUN pip install '.[postgres]'
+# Locked versions first (what the image ships), then the package itself without re-resolving.
+RUN pip install -r requirements.lock && pip install --no-deps '.[postgres]'
 
 FROM python:3.11-slim
 ENV PATH=/opt/venv/bin:$PATH \

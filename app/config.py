@@ -8,8 +8,9 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SIGNATURES = PACKAGE_ROOT / "signatures"
+from app.resources import resource_dir
+
+DEFAULT_SIGNATURES = resource_dir("signatures")
 
 
 class Settings(BaseSettings):

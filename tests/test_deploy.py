@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -33,3 +34,18 @@ def test_compose_runs_the_app_on_postgresql() -> None:
     assert Settings(database_url=app["environment"]["TRACELORE_DATABASE_URL"]).database_url.startswith(
         "postgresql+psycopg://"
     )
+
+
+def test_the_image_installs_locked_versions_of_every_runtime_dependency() -> None:
+    root = Path(__file__).resolve().parents[1]
+    dockerfile = (root / "Dockerfile").read_text()
+    assert "pip install -r requirements.lock" in dockerfile
+    locked = {
+        re.split(r"==", line)[0].lower().replace("_", "-")
+        for line in (root / "requirements.lock").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    wanted = project["dependencies"] + project["optional-dependencies"]["postgres"]
+    names = {re.split(r"[\[<>=!~ ;]", dep)[0].lower().replace("_", "-") for dep in wanted}
+    assert names - locked == set()

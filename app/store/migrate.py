@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TextIO
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 
+from app.resources import resource_dir
 from app.store.db import make_engine
 
-MIGRATIONS = Path(__file__).resolve().parent.parent.parent / "migrations"
+MIGRATIONS = resource_dir("migrations")
 
 
 def alembic_config(url: str, *, stdout: TextIO | None = None) -> Config:

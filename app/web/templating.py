@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
 from app.core.models import Evidence
+from app.resources import resource_dir
 from app.web.upload import human_bytes
 
-TEMPLATES = Path(__file__).resolve().parent.parent.parent / "templates"
+TEMPLATES = resource_dir("templates")
 
 
 def highlight(evidence: Evidence) -> Markup:
