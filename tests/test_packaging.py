@@ -27,13 +27,16 @@ print(len(load_library(settings.signatures_dir)), (TEMPLATES / "base.html").is_f
 
 
 def test_an_installed_wheel_finds_everything_it_reads(tmp_path: Path) -> None:
+    before = (Path(sys.executable).parent / "tracelore").exists()
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(REPO)],
         check=True,
         capture_output=True,
     )
     env_dir = tmp_path / "env"
-    venv.create(env_dir, with_pip=False)
+    # The new environment's own pip: `pip install --prefix` from this one would uninstall
+    # this environment's tracelore first.
+    venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
     site = Path(
         subprocess.run(
@@ -47,7 +50,7 @@ def test_an_installed_wheel_finds_everything_it_reads(tmp_path: Path) -> None:
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     (wheel,) = (tmp_path / "dist").glob("tracelore-*.whl")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--prefix", str(env_dir), str(wheel)],
+        [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
         check=True,
         capture_output=True,
     )
@@ -56,3 +59,4 @@ def test_an_installed_wheel_finds_everything_it_reads(tmp_path: Path) -> None:
     )
     count, templates, migrations, static = out.stdout.split()
     assert int(count) >= 88 and (templates, migrations, static) == ("True", "True", "True")
+    assert (Path(sys.executable).parent / "tracelore").exists() == before  # this environment untouched
