@@ -254,7 +254,8 @@ def _last_line(compiled: Any, chunk: Chunk, view: bytes) -> int:
             break
         window *= 8
     last = offsets[-1] if offsets else 0
-    return chunk.first_line + chunk.data.count(b"\n", 0, last)
+    # Count back from the end: the match is near it, so this reads a little, not the chunk.
+    return chunk.first_line + chunk.newlines - chunk.data.count(b"\n", last)
 
 
 def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tuple[int, int, None]]:
