@@ -161,20 +161,25 @@ def parse_signature(text: str, path: Path) -> tuple[Signature | None, list[Issue
     return sig, []
 
 
-def pattern_problem(pattern: str) -> str | None:
-    """Why a pattern cannot be used, or None: it must compile for RE2 and for `regex`."""
+def _compile_engines(pattern: str) -> tuple[Any, Any] | str:
+    """The pattern compiled for raw chunks and for decoded lines, or why it cannot be."""
     if "\n" in pattern or "\\n" in pattern:
         return "patterns match one line; remove the newline"
     try:
-        regex.compile(pattern)
-    except regex.error as exc:
-        return f"does not compile: {exc}"
-    try:
-        compile_re2(pattern)
-        compile_text(pattern)
+        return compile_re2(pattern), compile_text(pattern)
     except re2.error as exc:
         return f"not supported by the linear-time engine (RE2): {exc}"
-    return None
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a pattern cannot be used, or None: it must compile for RE2 and for `regex`."""
+    if "\n" not in pattern and "\\n" not in pattern:
+        try:
+            regex.compile(pattern)
+        except regex.error as exc:
+            return f"does not compile: {exc}"
+    engines = _compile_engines(pattern)
+    return engines if isinstance(engines, str) else None
 
 
 def _signature_patterns(sig: Signature) -> Iterable[tuple[str, Rule]]:
@@ -199,15 +204,10 @@ def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] 
     compiled: list[tuple[Any, Any]] = []
     for pattern, rule in entries:
         if pattern not in order:
-            # Compile once: each pattern for raw chunks and for decoded lines.
-            problem = "patterns match one line; remove the newline" if "\n" in pattern or "\\n" in pattern else None
-            try:
-                pair = (compile_re2(pattern), compile_text(pattern)) if problem is None else None
-            except re2.error as exc:
-                problem = f"not supported by the linear-time engine (RE2): {exc}"
-            if problem or pair is None:
+            pair = _compile_engines(pattern)  # once per distinct pattern
+            if isinstance(pair, str):
                 path = (paths or {}).get(rule.signature or "", Path("<builtin>"))
-                issues.append(Issue(path, None, f"{rule.kind} {rule.name}: {problem}"))
+                issues.append(Issue(path, None, f"{rule.kind} {rule.name}: {pair}"))
                 continue
             order[pattern] = len(users)
             users.append([])

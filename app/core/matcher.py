@@ -104,7 +104,7 @@ class _Probe:
 
     chunk: Chunk
     view: bytes
-    found: list[tuple[int, int, None]] = field(default_factory=list)  # (offset, engine index, -)
+    found: list[tuple[int, int]] = field(default_factory=list)  # (offset, engine index)
     progress: bool = False
     saturated: dict[int, int] = field(default_factory=dict)  # engine index -> last line
 
@@ -162,12 +162,12 @@ class _FileScanner:
             hits.last_line = last
         self._record(chunk, probe.view, probe.found)
 
-    def _record(self, chunk: Chunk, view: bytes, found: list[tuple[int, int, None]]) -> None:
+    def _record(self, chunk: Chunk, view: bytes, found: list[tuple[int, int]]) -> None:
         scan, plan = self.scan, self.plan
         data = chunk.data
         no, counted = chunk.first_line, 0
         lines: dict[int, Line] = {}  # frame start -> parsed line, shared by patterns
-        for offset, idx, _ in found:
+        for offset, idx in found:
             no += data.count(b"\n", counted, offset)
             counted = offset
             hits = scan.hits.get(idx)
@@ -232,7 +232,7 @@ class _FileScanner:
 def _progress_lines(compiled: Iterable[Any], chunk: Chunk, start: int) -> list[int]:
     """Line numbers of progress lines in a chunk from a byte offset on."""
     view = chunk.scan_view()
-    offsets = sorted({o for c in compiled for o, _, _ in _locate(c, view, 0, start)})
+    offsets = sorted({o for c in compiled for o, _ in _locate(c, view, 0, start)})
     data, out = chunk.data, []
     no, counted = chunk.first_line + data.count(b"\n", 0, start), start
     for offset in offsets:
@@ -249,7 +249,7 @@ def _last_line(compiled: Any, chunk: Chunk, view: bytes) -> int:
         start = max(0, size - window)
         if start:
             start = view.find(b"\n", start) + 1 or size
-        offsets = [o for o, _, _ in _locate(compiled, view, 0, start)]
+        offsets = [o for o, _ in _locate(compiled, view, 0, start)]
         if offsets or start == 0:
             break
         window *= 8
@@ -258,7 +258,7 @@ def _last_line(compiled: Any, chunk: Chunk, view: bytes) -> int:
     return chunk.first_line + chunk.newlines - chunk.data.count(b"\n", last)
 
 
-def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tuple[int, int, None]]:
+def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tuple[int, int]]:
     """The start of the first match of a pattern on each line of a chunk."""
     # The raw RE2 object, given a memoryview: the wrapper's search() copies the whole
     # chunk on every call, which made frequent patterns cost O(hits x chunk).
@@ -267,7 +267,7 @@ def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tupl
         start = regexp.Match(_UNANCHORED, view, pos, size)[0][0]
         if start < 0:
             return
-        yield start, idx, None
+        yield start, idx
         end = data.find(b"\n", start)
         if end < 0:
             return
@@ -327,7 +327,7 @@ def matching_lines(library: Library, chunks: Iterable[Chunk]) -> Iterator[int]:
     for chunk in chunks:
         view = chunk.scan_view()
         offsets = sorted(
-            {o for idx in library.prefilter.Match(view) or () for o, _, _ in _locate(library.compiled[idx], view, idx)}
+            {o for idx in library.prefilter.Match(view) or () for o, _ in _locate(library.compiled[idx], view, idx)}
         )
         no, counted, last = chunk.first_line, 0, 0
         for offset in offsets:
