@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -83,3 +84,17 @@ def make_settings(database_url: str, tmp: Path, **overrides: Any) -> Settings:
     }
     values.update(overrides)
     return Settings(**values)
+
+
+def wait_until_ready(proc: subprocess.Popen[str], url: str, *, seconds: float = 90) -> None:
+    """Wait for a `tracelore serve` subprocess to answer /readyz; fail with its output if it dies."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "server did not become ready"
+        time.sleep(0.25)

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,6 +22,7 @@ from sqlalchemy import text
 from app.cli import main
 from app.store.db import make_engine
 from app.store.migrate import upgrade
+from tests.support import wait_until_ready
 
 ALLOWANCE = 29
 ATTEMPTS = 240
@@ -97,16 +97,7 @@ def test_exactly_the_allowance_is_admitted_across_worker_processes(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not become ready"
-            time.sleep(0.25)
+        wait_until_ready(proc, url)
         # In a thread of its own: another test's browser may hold an event loop in this one.
         with ThreadPoolExecutor(1) as pool:
             statuses = pool.submit(lambda: asyncio.run(_fire(url, key))).result()

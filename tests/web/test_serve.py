@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,7 @@ from click.testing import CliRunner
 
 from app.cli import main
 from app.store.migrate import alembic_config
-from tests.support import SAMPLES
+from tests.support import SAMPLES, wait_until_ready
 
 
 def _free_port() -> int:
@@ -43,16 +42,7 @@ def test_serve_migrates_and_serves_with_two_workers(tmp_path: Path, signatures_d
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not become ready"
-            time.sleep(0.25)
+        wait_until_ready(proc, url)
         assert (tmp_path / "data" / "tracelore.sqlite").is_file()
         assert "Tracelore" in httpx.get(url + "/", headers={"Accept": "text/html"}).text
         created = httpx.post(f"{url}/api/v1/diagnoses", content=(SAMPLES / "oom-killed.log").read_bytes())
