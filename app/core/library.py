@@ -8,7 +8,8 @@ error at a time).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -32,6 +33,7 @@ def _re2_options(*, latin1: bool) -> Any:
     options = re2.Options()
     options.never_nl = True  # a pattern never spans two lines of a chunk
     options.max_mem = 64 << 20
+    options.log_errors = False  # a bad pattern is reported as an issue, not on stderr
     if latin1:
         # Bytes as bytes, like `rg --no-unicode`: invalid UTF-8 in a log cannot hide a match.
         options.encoding = re2.Options.Encoding.LATIN1
@@ -42,9 +44,73 @@ _SCAN = _re2_options(latin1=True)
 _TEXT = _re2_options(latin1=False)
 
 
-def _scan_pattern(pattern: str) -> bytes:
+_BOUNDED = re.compile(r"\{(\d+),\d+\}")
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The index just past the character class opening at `start`."""
+    i = start + 1
+    if pattern.startswith("^", i):
+        i += 1
+    if pattern.startswith("]", i):
+        i += 1  # a ] right after [ or [^ is a literal
+    while i < len(pattern) and pattern[i] != "]":
+        if pattern[i] == "\\":
+            i += 2
+        elif pattern.startswith("[:", i) and (end := pattern.find(":]", i + 2)) >= 0:
+            i = end + 2  # [:alpha:] inside a class
+        else:
+            i += 1
+    return i + 1
+
+
+def _rewrite(pattern: str, *, relax: bool) -> str:
+    """Rewrite the anchors (and, for the Set, bounded repeats) outside escapes and classes."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+        elif c == "[":
+            end = _class_end(pattern, i)
+            out.append(pattern[i:end])
+            i = end
+        elif relax and c == "{" and (bounded := _BOUNDED.match(pattern, i)):
+            out.append(f"{{{bounded[1]},}}")
+            i = bounded.end()
+        else:
+            out.append({"^": "(?:^|\\r)", "$": "(?:$|\\r)"}.get(c, c))
+            i += 1
+    return "".join(out)
+
+
+def frame_anchors(pattern: str) -> str:
+    """The pattern with `^` and `$` also matching at a carriage return.
+
+    A progress bar redraws itself with a lone CR, so a physical line holds several frames
+    and a frame may start after a CR. Scanning the raw bytes with these anchors finds every
+    line some frame of which matches (a superset: `.` may also run across a CR); the
+    matcher confirms such lines frame by frame. Raw bytes need no translated copy.
+    """
+    return _rewrite(pattern, relax=False)
+
+
+def relaxed(pattern: str) -> str:
+    """`frame_anchors(pattern)` with every bounded repeat `{m,n}` opened to `{m,}`.
+
+    The Set only says which patterns may occur in a chunk; the exact pattern then locates
+    them. Counting to n multiplies the Set's automaton states (each `.{0,200}` is 200 of
+    them); without the bound it scans about 1.5x faster, and the superset costs nothing
+    but a rare extra locate.
+    """
+    return _rewrite(pattern, relax=True)
+
+
+def _scan_pattern(pattern: str, *, relax: bool = False) -> bytes:
     # (?m): ^ and $ work per line inside a chunk, as they do on a single line.
-    return ("(?m)" + pattern).encode("utf-8")
+    return ("(?m)" + (relaxed(pattern) if relax else frame_anchors(pattern))).encode("utf-8")
 
 
 def compile_re2(pattern: str) -> Any:
@@ -57,13 +123,32 @@ def compile_text(pattern: str) -> Any:
     return re2.compile(pattern, _TEXT)
 
 
-def _compile_set(patterns: Iterable[str]) -> Any:
-    """One automaton for all patterns: a chunk is scanned once whatever their number."""
-    prefilter = re2.Set.SearchSet(_SCAN)
-    for pattern in patterns:
-        prefilter.Add(_scan_pattern(pattern))
-    prefilter.Compile()
-    return prefilter
+class Compiled:
+    """One engine per pattern, compiled on first use.
+
+    A diagnosis locates only the few patterns the Set says occur, so compiling all of
+    them up front (two engines each) would double a command's start-up for nothing.
+    Two threads compiling the same pattern at once both get a valid, equal engine.
+    """
+
+    __slots__ = ("_compile", "_done", "_patterns")
+
+    def __init__(self, patterns: tuple[str, ...], compile: Callable[[str], Any]) -> None:
+        self._patterns = patterns
+        self._compile = compile
+        self._done: list[Any] = [None] * len(patterns)
+
+    def __len__(self) -> int:
+        return len(self._patterns)
+
+    def __getitem__(self, index: int) -> Any:
+        done = self._done[index]
+        if done is None:
+            done = self._done[index] = self._compile(self._patterns[index])
+        return done
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[i] for i in range(len(self)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +168,10 @@ class Library:
     regexes: tuple[str, ...]  # distinct patterns, the engine's index order
     rules: tuple[tuple[Rule, ...], ...]  # per regex: who uses it
     version: str
-    compiled: tuple[Any, ...] = field(repr=False)  # RE2 per regex, over raw bytes
-    confirm: tuple[Any, ...] = field(repr=False)  # RE2 per regex, over a decoded line
+    compiled: Compiled = field(repr=False)  # RE2 per regex, over raw bytes
+    confirm: Compiled = field(repr=False)  # RE2 per regex, over a decoded line
     index: Mapping[str, int] = field(repr=False)  # regex -> engine index
-    prefilter: Any = field(repr=False)  # RE2 Set of all regexes: which hit in a chunk
+    prefilter: Any = field(repr=False)  # RE2 Set of all regexes, relaxed: which may hit in a chunk
     paths: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
 
     def __len__(self) -> int:
@@ -171,6 +256,18 @@ def _compile_engines(pattern: str) -> tuple[Any, Any] | str:
         return f"not supported by the linear-time engine (RE2): {exc}"
 
 
+def _set_problem(prefilter: Any, pattern: str) -> str | None:
+    """Add a pattern to the Set, or say why it cannot be: compiling it alone tells."""
+    if "\n" in pattern or "\\n" in pattern:
+        return "patterns match one line; remove the newline"
+    try:
+        prefilter.Add(_scan_pattern(pattern, relax=True))
+    except re2.error:
+        engines = _compile_engines(pattern)
+        return engines if isinstance(engines, str) else "not supported by the linear-time engine (RE2)"
+    return None
+
+
 def pattern_problem(pattern: str) -> str | None:
     """Why a pattern cannot be used, or None: it must compile for RE2 and for `regex`."""
     if "\n" not in pattern and "\\n" not in pattern:
@@ -201,17 +298,16 @@ def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] 
     entries: list[tuple[str, Rule]] = [(p, Rule(kind, None, name)) for kind, name, p in builtin.PATTERNS]
     for sig in sigs:
         entries.extend(_signature_patterns(sig))
-    compiled: list[tuple[Any, Any]] = []
+    prefilter = re2.Set.SearchSet(_SCAN)
     for pattern, rule in entries:
         if pattern not in order:
-            pair = _compile_engines(pattern)  # once per distinct pattern
-            if isinstance(pair, str):
+            problem = _set_problem(prefilter, pattern)  # once per distinct pattern
+            if problem:
                 path = (paths or {}).get(rule.signature or "", Path("<builtin>"))
-                issues.append(Issue(path, None, f"{rule.kind} {rule.name}: {pair}"))
+                issues.append(Issue(path, None, f"{rule.kind} {rule.name}: {problem}"))
                 continue
             order[pattern] = len(users)
             users.append([])
-            compiled.append(pair)
         users[order[pattern]].append(rule)
     seen: set[str] = set()
     for sig in sigs:
@@ -221,6 +317,7 @@ def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] 
     if issues:
         raise LibraryError(issues)
     regexes = tuple(order)
+    prefilter.Compile()
     digest = hashlib.sha256()
     for sig in sigs:
         digest.update(sig.model_dump_json().encode())
@@ -229,10 +326,10 @@ def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] 
         regexes=regexes,
         rules=tuple(tuple(u) for u in users),
         version=digest.hexdigest()[:12],
-        compiled=tuple(scan for scan, _ in compiled),
-        confirm=tuple(text for _, text in compiled),
+        compiled=Compiled(regexes, compile_re2),
+        confirm=Compiled(regexes, compile_text),
         index=MappingProxyType(dict(order)),
-        prefilter=_compile_set(regexes),
+        prefilter=prefilter,
         paths=MappingProxyType(dict(paths or {})),
     )
 

@@ -5,6 +5,10 @@ whatever the number of patterns); only those are then located, one hit per line,
 and only the lines they hit are decoded and parsed. The cost per byte stays
 nearly flat as the library grows, and per-line Python work is proportional to
 the hits, not to the log.
+
+Chunks are scanned as read, with no copy: a lone CR (a progress-bar redraw) splits
+a line into frames, so patterns are compiled with `^`/`$` also matching at a CR
+(`library.frame_anchors`) and a line that holds a CR is confirmed frame by frame.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ KEEP_LINES = 4096  # line numbers per pattern and file kept (windows, explained 
 KEEP_ERRORS = 2000  # generic error lines kept per file (unexplained)
 PROGRESS_TAIL = 64  # last progress lines kept per file (episode detection)
 HEAD_TAIL_LINES = 20  # lines read at each end of a file for its time span
+UNSETTLED_CHUNKS = 4  # chunks held at most for saturated patterns' last lines
 
 
 @dataclass(slots=True)
@@ -103,10 +108,9 @@ class _Probe:
     """Where the patterns hit in one chunk, before anything is recorded."""
 
     chunk: Chunk
-    view: bytes
     found: list[tuple[int, int]] = field(default_factory=list)  # (offset, engine index)
     progress: bool = False
-    saturated: dict[int, int] = field(default_factory=dict)  # engine index -> last line
+    saturated: list[int] = field(default_factory=list)  # saturated patterns the chunk holds
 
 
 class _FileScanner:
@@ -120,13 +124,16 @@ class _FileScanner:
         self.errors_kept = 0
         self.progress_chunks: list[Chunk] = []  # the last chunks holding progress lines
         self.tail_chunk: Chunk | None = None
+        # Saturated pattern -> the last chunk holding it: its last line is looked up only
+        # when that chunk is the pattern's last or too many chunks are held.
+        self.unsettled: dict[int, Chunk] = {}
 
     def probe(self, chunk: Chunk) -> _Probe:
         """Find where patterns hit in a chunk. Runs in worker threads: it only reads shared state."""
-        view = chunk.scan_view()
-        probe = _Probe(chunk, view)
+        data = chunk.data
+        probe = _Probe(chunk)
         scan, plan, library = self.scan, self.plan, self.library
-        for idx in library.prefilter.Match(view) or ():  # RE2 releases the GIL while it scans
+        for idx in library.prefilter.Match(data) or ():  # RE2 releases the GIL while it scans
             if idx in plan.progress:
                 probe.progress = True
                 continue
@@ -137,9 +144,9 @@ class _FileScanner:
             hits = scan.hits.get(idx)
             if hits is not None and hits.saturated:
                 # Noise-frequent pattern: locating every hit would cost a pass per pattern.
-                probe.saturated[idx] = _last_line(library.compiled[idx], chunk, view)
+                probe.saturated.append(idx)
                 continue
-            probe.found.extend(_locate(library.compiled[idx], view, idx))
+            probe.found.extend(_locate(library.compiled[idx], data, idx))
         probe.found.sort(key=lambda f: f[0])
         return probe
 
@@ -156,18 +163,32 @@ class _FileScanner:
         scan.lines = chunk.first_line - 1 + chunk.newlines + (not chunk.data.endswith(b"\n"))
         if probe.progress:
             self.progress_chunks = [*self.progress_chunks[-1:], chunk]
-        for idx, last in probe.saturated.items():
-            hits = scan.hits[idx]
-            hits.count += 1
-            hits.last_line = last
-        self._record(chunk, probe.view, probe.found)
+        for idx in probe.saturated:
+            scan.hits[idx].count += 1
+            self.unsettled[idx] = chunk
+        if len(set(map(id, self.unsettled.values()))) > UNSETTLED_CHUNKS:
+            oldest = next(iter(self.unsettled.values()))  # dicts keep insertion order
+            for idx in [i for i, c in self.unsettled.items() if c is oldest]:
+                self._settle(idx)
+        self._record(chunk, probe.found)
 
-    def _record(self, chunk: Chunk, view: bytes, found: list[tuple[int, int]]) -> None:
-        scan, plan = self.scan, self.plan
+    def _settle(self, idx: int) -> None:
+        """Look up a saturated pattern's last line in the last chunk that holds it."""
+        chunk = self.unsettled.pop(idx)
+        last = _last_line(self.library.compiled[idx], chunk)
+        if last is not None:
+            self.scan.hits[idx].last_line = last
+
+    def _record(self, chunk: Chunk, found: list[tuple[int, int]]) -> None:
+        scan, plan, compiled = self.scan, self.plan, self.library.compiled
         data = chunk.data
         no, counted = chunk.first_line, 0
         lines: dict[int, Line] = {}  # frame start -> parsed line, shared by patterns
         for offset, idx in found:
+            start, end = _line_bounds(data, offset)
+            frame = _frame(compiled[idx], data, start, end)
+            if frame is None:
+                continue  # the match ran across frames of a redrawn line: no frame holds it
             no += data.count(b"\n", counted, offset)
             counted = offset
             hits = scan.hits.get(idx)
@@ -187,12 +208,10 @@ class _FileScanner:
                 if self.errors_kept >= KEEP_ERRORS:
                     continue
                 self.errors_kept += 1
-            start = view.rfind(b"\n", 0, offset) + 1
-            line = lines.get(start)
+            line = lines.get(frame[0])
             if line is None:
-                end = view.find(b"\n", offset)
-                line = lines[start] = make_line(
-                    data[start : end if end >= 0 else len(data)], no, file=scan.name, redactor=self.redactor
+                line = lines[frame[0]] = make_line(
+                    data[frame[0] : frame[1]], no, file=scan.name, redactor=self.redactor
                 )
             confirmed = self.library.confirm[idx].search(line.text)
             groups = _groups(confirmed) if confirmed is not None else {}
@@ -221,6 +240,8 @@ class _FileScanner:
 
     def finish(self) -> FileScan:
         scan = self.scan
+        for idx in list(self.unsettled):
+            self._settle(idx)
         if self.tail_chunk is not None:
             scan.edge_lines.extend(_edge_lines(self.tail_chunk, head=False, redactor=self.redactor))
         for chunk in self.progress_chunks:
@@ -229,33 +250,71 @@ class _FileScanner:
         return scan
 
 
-def _progress_lines(compiled: Iterable[Any], chunk: Chunk, start: int) -> list[int]:
-    """Line numbers of progress lines in a chunk from a byte offset on."""
-    view = chunk.scan_view()
-    offsets = sorted({o for c in compiled for o, _ in _locate(c, view, 0, start)})
-    data, out = chunk.data, []
-    no, counted = chunk.first_line + data.count(b"\n", 0, start), start
-    for offset in offsets:
+def _line_bounds(data: bytes, offset: int) -> tuple[int, int]:
+    """Start and end (before its newline) of the physical line holding an offset."""
+    end = data.find(b"\n", offset)
+    return data.rfind(b"\n", 0, offset) + 1, len(data) if end < 0 else end
+
+
+def _frame(compiled: Any, data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """The first frame of the line data[start:end] on which the pattern matches, if any.
+
+    A line without a CR is one frame and the scan already matched it. Frames are
+    searched as texts of their own, so `^`, `$` and `\\b` see a frame's own edges.
+    """
+    if data.find(b"\r", start, end) < 0:
+        return start, end
+    regexp, view = compiled._regexp, memoryview(data)
+    pos = start
+    while True:
+        cr = data.find(b"\r", pos, end)
+        stop = end if cr < 0 else cr
+        if regexp.Match(_UNANCHORED, view[pos:stop], 0, stop - pos)[0][0] >= 0:
+            return pos, stop
+        if cr < 0:
+            return None
+        pos = cr + 1
+
+
+def _hit_lines(compiled: Any, data: bytes, pos: int = 0) -> Iterator[int]:
+    """Start offsets of the lines, from pos on, some frame of which the pattern matches."""
+    for offset, _ in _locate(compiled, data, 0, pos):
+        start, end = _line_bounds(data, offset)
+        if _frame(compiled, data, start, end) is not None:
+            yield start
+
+
+def _line_numbers(data: bytes, first_line: int, starts: Iterable[int]) -> Iterator[int]:
+    """Line numbers of sorted line-start offsets in a chunk."""
+    no, counted = first_line, 0
+    for offset in starts:
         no += data.count(b"\n", counted, offset)
         counted = offset
-        out.append(no)
-    return out
+        yield no
 
 
-def _last_line(compiled: Any, chunk: Chunk, view: bytes) -> int:
+def _progress_lines(compiled: Iterable[Any], chunk: Chunk, start: int) -> list[int]:
+    """Line numbers of progress lines in a chunk from a byte offset on."""
+    starts = sorted({s for c in compiled for s in _hit_lines(c, chunk.data, start)})
+    return list(_line_numbers(chunk.data, chunk.first_line, starts))
+
+
+def _last_line(compiled: Any, chunk: Chunk) -> int | None:
     """The line of the last match of a pattern in a chunk, searched from the end."""
-    size, window = len(view), 64 << 10
+    data = chunk.data
+    size, window = len(data), 64 << 10
     while True:
         start = max(0, size - window)
         if start:
-            start = view.find(b"\n", start) + 1 or size
-        offsets = [o for o, _ in _locate(compiled, view, 0, start)]
-        if offsets or start == 0:
+            start = data.find(b"\n", start) + 1 or size
+        starts = list(_hit_lines(compiled, data, start))
+        if starts or start == 0:
             break
         window *= 8
-    last = offsets[-1] if offsets else 0
+    if not starts:
+        return None
     # Count back from the end: the match is near it, so this reads a little, not the chunk.
-    return chunk.first_line + chunk.newlines - chunk.data.count(b"\n", last)
+    return chunk.first_line + chunk.newlines - data.count(b"\n", starts[-1])
 
 
 def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tuple[int, int]]:
@@ -325,14 +384,8 @@ def scan_file(
 def matching_lines(library: Library, chunks: Iterable[Chunk]) -> Iterator[int]:
     """Every line number on which any pattern of the library matches (the raw fast pass)."""
     for chunk in chunks:
-        view = chunk.scan_view()
-        offsets = sorted(
-            {o for idx in library.prefilter.Match(view) or () for o, _ in _locate(library.compiled[idx], view, idx)}
+        data = chunk.data
+        hit = library.prefilter.Match(data) or ()
+        yield from _line_numbers(
+            data, chunk.first_line, sorted({s for idx in hit for s in _hit_lines(library.compiled[idx], data)})
         )
-        no, counted, last = chunk.first_line, 0, 0
-        for offset in offsets:
-            no += chunk.data.count(b"\n", counted, offset)
-            counted = offset
-            if no != last:
-                yield no
-                last = no

@@ -37,7 +37,6 @@ _ANSI = re.compile(
     rb"|\x1b\][^\x07\x1b\n]{0,4096}(?:\x07|\x1b\\)"
     rb"|\x1b[@-Z\\-_]"
 )
-_CR_TO_LF = bytes.maketrans(b"\r", b"\n")
 # A redraw of a progress bar: tqdm ("45%|", "it/s]"), Keras ("12/100 [==>").
 _PROGRESS = re.compile(r"\d%\||\d+/\d+ \[|it/s\]|s/it\]")
 
@@ -51,10 +50,6 @@ class Chunk:
     mid_frame: bool  # data[0] continues a frame cut for length (not a frame start)
     newlines: int  # count of \n in data
     file: str | None = None
-
-    def scan_view(self) -> bytes:
-        """The bytes to scan: every frame on a line of its own, same offsets as data."""
-        return self.data.translate(_CR_TO_LF) if b"\r" in self.data else self.data
 
 
 def _open(source: Source) -> tuple[BinaryIO, bool]:
