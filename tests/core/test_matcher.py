@@ -11,6 +11,7 @@ from app.core.library import Library
 from app.core.matcher import matching_lines, scan_file
 from app.core.reader import iter_chunks
 from bench.loggen import generate
+from tests.core.conftest import library, signature
 
 
 def plain_search(library: Library, data: bytes) -> set[int]:
@@ -43,3 +44,50 @@ def test_threads_do_not_change_the_result(shipped_library: Library, tmp_path: Pa
     assert {i: (h.count, h.lines, [x.line.no for x in h.first]) for i, h in one.hits.items()} == {
         i: (h.count, h.lines, [x.line.no for x in h.first]) for i, h in two.hits.items()
     }
+
+
+# Anchors, bounded repeats, classes holding ^ $ { and patterns that could run across a CR.
+FRAME_PATTERNS = (
+    r"^\s*Killed\s*$",
+    r"^Traceback \(most recent call last\):$",
+    r"foo.{0,5}bar",
+    r"[^|]{3}\| *\d{1,3}/\d{1,3}$",
+    r"[$^{]{2}x{1,2}$",
+    r"\bdone\b",
+)
+FRAME_LINES = (
+    b"Killed",
+    b"  5%|#         | 1/20 [00:01<00:19]\rKilled",  # the killer's line follows a redraw
+    b"  5%|#         | 1/20 [00:01<00:19]\r  Killed  \r",
+    b"not Killed",
+    b"Traceback (most recent call last):\r",  # CRLF-style ending
+    b"x\rTraceback (most recent call last):",
+    b"Traceback (most recent call last):x",
+    b"foo\rbar",  # `.` must not carry a match across frames
+    b"foo12bar",
+    b"foo123456bar",  # beyond the bound: the relaxed Set sees it, the exact pattern does not
+    b"abc| 12/999\rzz",
+    b"ab\r| 1/2",
+    b"^${x",
+    b"$^xx\r",
+    b"undone\rdone",
+    b"\r\r\r",
+    b"",
+)
+
+
+def test_frames_and_bounds_match_as_a_plain_search() -> None:
+    lib = library(signature("t.frames", *((f"p{i}", p, 0.5) for i, p in enumerate(FRAME_PATTERNS))))
+    data = b"\n".join(FRAME_LINES) + b"\n"
+    fast = set(matching_lines(lib, iter_chunks(io.BytesIO(data))))
+    assert fast == plain_search(lib, data)
+    assert fast == {1, 2, 3, 5, 6, 9, 11, 13, 14, 15}
+
+
+def test_a_hit_is_recorded_with_the_frame_that_matches() -> None:
+    lib = library(signature("t.killed", ("killed", r"^\s*Killed\s*$", 0.9)))
+    data = b"start\n 5%|#   | 1/20 [00:01<00:19]\rKilled\rtail\nfoo\n"
+    scan = scan_file(lib, iter_chunks(io.BytesIO(data)), name="a", index=0, threads=1)
+    (hits,) = [h for i, h in scan.hits.items() if any(r.signature == "t.killed" for r in lib.rules[i])]
+    assert hits.count == 1 and hits.lines == [2]
+    assert [h.line.text for h in hits.first] == ["Killed"]
