@@ -36,9 +36,9 @@ FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
 
 
 def _library(signatures: Path | None) -> Library:
-    root = signatures or Settings().signatures_dir
+    settings = Settings()
     try:
-        return load_library(root)
+        return load_library(signatures or settings.signatures_dir, cache=settings.cache_dir)
     except LibraryError as exc:
         raise click.ClickException(f"the signature library is broken:\n{exc.detail}") from exc
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -13,6 +14,11 @@ from app.resources import resource_dir
 DEFAULT_SIGNATURES = resource_dir("signatures")
 
 
+def _user_cache() -> Path:
+    """The XDG cache directory of the user (~/.cache unless XDG_CACHE_HOME says otherwise)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracelore"
+
+
 class Settings(BaseSettings):
     """Service and CLI settings. Every field is documented in README.md."""
 
@@ -20,6 +26,9 @@ class Settings(BaseSettings):
 
     signatures_dir: Path = Field(DEFAULT_SIGNATURES, description="folder of signature YAML files")
     data_dir: Path = Field(Path("data"), description="where the default SQLite database lives")
+    cache_dir: Path | None = Field(
+        default_factory=_user_cache, description="where parsed signature files are cached; empty: no cache"
+    )
     database_url: str = Field("", description="SQLAlchemy URL; empty means SQLite in data_dir")
     host: str = Field("127.0.0.1", description="address `tracelore serve` binds")
     port: int = Field(8000, ge=0, le=65535, description="port `tracelore serve` binds")
@@ -54,6 +63,11 @@ class Settings(BaseSettings):
     mail_from: str = Field("Tracelore <tracelore@localhost>", description="From: of sign-in e-mails")
     login_link_minutes: int = Field(15, ge=1, le=1440, description="how long a sign-in link works")
     session_days: int = Field(30, ge=1, le=365, description="how long a sign-in lasts")
+
+    @field_validator("cache_dir", mode="before")
+    @classmethod
+    def _no_cache(cls, value: object) -> object:
+        return None if value == "" else value
 
     @field_validator("database_url")
     @classmethod

@@ -24,6 +24,19 @@ PG_ENV = "TRACELORE_TEST_DATABASE_URL"
 BACKENDS = ["sqlite", "postgresql"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Commands and servers under test cache parsed signatures here, not in the user's ~/.cache."""
+    path = tmp_path_factory.mktemp("cache")
+    before = os.environ.get("TRACELORE_CACHE_DIR")
+    os.environ["TRACELORE_CACHE_DIR"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("TRACELORE_CACHE_DIR", None)
+    else:
+        os.environ["TRACELORE_CACHE_DIR"] = before
+
+
 @pytest.fixture(scope="session")
 def signatures_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of signatures/ taken once, so every test (and the CLI) sees one library version.

@@ -107,7 +107,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.settings = settings
     app.state.engine = make_engine(settings.effective_database_url)
     app.state.sessionmaker = make_sessionmaker(app.state.engine)
-    app.state.library = library or load_library(settings.signatures_dir)
+    app.state.library = library or load_library(settings.signatures_dir, cache=settings.cache_dir)
     app.state.metrics = Metrics()
     app.state.gate = Gate(settings.max_in_flight, settings.retry_after)
     app.state.redactor = Redactor(network=settings.redact_network)

@@ -1,0 +1,110 @@
+"""Loading the library: the scan rewrites of patterns and the cache of parsed files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import regex
+
+import app.core.library as library_module
+from app.core.library import frame_anchors, load_library, relaxed, signature_files
+from app.errors import LibraryError
+
+SIGNATURES = Path(__file__).resolve().parents[2] / "signatures"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "anchored"),
+    [
+        (r"^\s*Killed\s*$", r"(?:^|\r)\s*Killed\s*(?:$|\r)"),
+        (r"[^:]+: (?:^|x)", r"[^:]+: (?:(?:^|\r)|x)"),
+        (r"a\^b\$", r"a\^b\$"),  # escaped: literal characters
+        (r"[]^$]x", r"[]^$]x"),  # a class holds them literally
+        (r"[[:alpha:]^]$", r"[[:alpha:]^](?:$|\r)"),
+        (r"\\^", r"\\(?:^|\r)"),  # an escaped backslash, then an anchor
+    ],
+)
+def test_frame_anchors_rewrite_only_anchors(pattern: str, anchored: str) -> None:
+    assert frame_anchors(pattern) == anchored
+
+
+@pytest.mark.parametrize(
+    ("pattern", "opened"),
+    [
+        (r"a.{0,200}b", r"a.{0,}b"),
+        (r"\d{1,12}/\d{4}", r"\d{1,}/\d{4}"),  # an exact count stays
+        (r"x{2,5}?", r"x{2,}?"),
+        (r"[{0,3}]\{1,2\}", r"[{0,3}]\{1,2\}"),  # in a class or escaped: literal
+        (r"^x{0,1}$", r"(?:^|\r)x{0,}(?:$|\r)"),
+    ],
+)
+def test_relaxed_opens_bounded_repeats(pattern: str, opened: str) -> None:
+    assert relaxed(pattern) == opened
+
+
+def test_relaxed_patterns_match_a_superset() -> None:
+    lines = ["a" + "-" * n + "b" for n in range(0, 300, 7)] + ["x" * n for n in range(8)]
+    for pattern in (r"a.{0,200}b", r"^x{2,5}$", r"a-{3,9}b"):
+        exact, loose = regex.compile(pattern), regex.compile(relaxed(pattern).replace(r"\r", "\r"))
+        assert {s for s in lines if exact.search(s)} <= {s for s in lines if loose.search(s)}
+
+
+@pytest.fixture
+def library_copy(tmp_path: Path) -> Path:
+    root = tmp_path / "signatures"
+    shutil.copytree(SIGNATURES, root)
+    return root
+
+
+def test_a_cached_library_is_read_without_parsing_yaml(
+    library_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    first = load_library(library_copy, cache=cache)
+    assert len(list(cache.glob("signatures-*.json"))) == 1
+
+    def no_yaml(*_: object) -> None:
+        raise AssertionError("the cache was not used")
+
+    monkeypatch.setattr(library_module, "_parse", no_yaml)
+    again = load_library(library_copy, cache=cache)
+    assert again.version == first.version and again.regexes == first.regexes
+
+
+def test_an_edited_file_is_parsed_again(library_copy: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    load_library(library_copy, cache=cache)
+    path = signature_files(library_copy)[0]
+    path.write_text(path.read_text().replace("\ntitle: ", "\ntitle: Edited ", 1))
+    edited = load_library(library_copy, cache=cache)
+    assert edited.signatures[path.name.removesuffix(".yaml")].title.startswith("Edited ")
+    path.unlink()
+    assert len(load_library(library_copy, cache=cache)) == len(edited) - 1
+
+
+def test_a_broken_library_is_reported_not_cached(library_copy: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    path = signature_files(library_copy)[0]
+    path.write_text(path.read_text() + "\nid: again\n")
+    with pytest.raises(LibraryError, match="duplicate"):
+        load_library(library_copy, cache=cache)
+    assert not list(cache.glob("*.json"))
+    with pytest.raises(LibraryError):  # and again: nothing stale hides the problem
+        load_library(library_copy, cache=cache)
+
+
+@pytest.mark.parametrize("content", ["", "{not json", '{"key": "x", "data": []}', "[]"])
+def test_a_damaged_cache_is_ignored(library_copy: Path, tmp_path: Path, content: str) -> None:
+    cache = tmp_path / "cache"
+    reference = load_library(library_copy, cache=cache)
+    (cached,) = cache.glob("signatures-*.json")
+    cached.write_text(content)
+    assert load_library(library_copy, cache=cache).version == reference.version
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(library_copy: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache directory would be")
+    assert len(load_library(library_copy, cache=blocker / "cache")) == len(load_library(library_copy))
