@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.resources import resource_dir
 
@@ -19,10 +18,18 @@ def _user_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracelore"
 
 
-class Settings(BaseSettings):
-    """Service and CLI settings. Every field is documented in README.md."""
+ENV_PREFIX = "TRACELORE_"
 
-    model_config = SettingsConfigDict(env_prefix="TRACELORE_", extra="ignore", frozen=True)
+
+class Settings(BaseModel):
+    """Service and CLI settings. Every field is documented in README.md.
+
+    Each field is read from TRACELORE_<NAME> unless given as an argument; pydantic parses
+    the strings ("true", "8000", paths). A plain model: pydantic-settings would add a
+    tenth of a second to every command's start-up.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     signatures_dir: Path = Field(DEFAULT_SIGNATURES, description="folder of signature YAML files")
     data_dir: Path = Field(Path("data"), description="where the default SQLite database lives")
@@ -63,6 +70,15 @@ class Settings(BaseSettings):
     mail_from: str = Field("Tracelore <tracelore@localhost>", description="From: of sign-in e-mails")
     login_link_minutes: int = Field(15, ge=1, le=1440, description="how long a sign-in link works")
     session_days: int = Field(30, ge=1, le=365, description="how long a sign-in lasts")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_environment(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        names = {f"{ENV_PREFIX}{name.upper()}": name for name in cls.model_fields}
+        env = {names[key]: value for key, value in os.environ.items() if key in names}
+        return {**env, **data}
 
     @field_validator("cache_dir", mode="before")
     @classmethod
