@@ -256,8 +256,9 @@ ops = APIRouter()
 
 
 @ops.get("/healthz", response_model=Status)
-def healthz() -> Status:
+async def healthz() -> Status:
     """The process is up."""
+    # async: answered on the event loop, never queued behind diagnoses and database calls in worker threads.
     return Status(status="ok")
 
 
