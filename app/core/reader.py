@@ -14,6 +14,7 @@ line into frames (progress-bar redraws): frames keep their line's number.
 from __future__ import annotations
 
 import io
+import mmap
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -52,9 +53,7 @@ class Chunk:
     file: str | None = None
 
 
-def _open(source: Source) -> tuple[BinaryIO, bool]:
-    if isinstance(source, (str, Path)):
-        return open(source, "rb"), True  # noqa: SIM115 - closed by the caller
+def _open(source: bytes | bytearray | memoryview | BinaryIO) -> tuple[BinaryIO, bool]:
     if isinstance(source, (bytes, bytearray, memoryview)):
         return io.BytesIO(bytes(source)), True
     return source, False
@@ -74,38 +73,82 @@ def strip_ansi(data: bytes) -> bytes:
 
 
 def iter_chunks(source: Source, *, block: int = BLOCK, file: str | None = None) -> Iterator[Chunk]:
-    """Stream a source as chunks of whole lines; memory stays bounded by a few blocks."""
+    """Stream a source as chunks of whole lines; memory stays bounded by a few blocks.
+
+    A file named by a path is mapped, not read: each chunk is then one copy out of the
+    page cache, where reading costs three (the read, the join with the carried line, the
+    cut), which made reading 4x slower than scanning for some libraries.
+    """
+    if isinstance(source, (str, Path)):
+        with open(source, "rb") as stream:
+            try:
+                mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # empty, a pipe or a device: read it instead
+                mapped = None
+            if mapped is None:
+                yield from _stream_chunks(stream, block, file)
+            else:
+                with mapped:
+                    yield from _mapped_chunks(mapped, block, file)
+        return
     stream, owned = _open(source)
     try:
-        line = 1
-        carry = b""
-        mid_frame = False
-        while True:
-            raw = stream.read(block)
-            if not raw:
-                break
-            buf = carry + raw if carry else raw
-            end = buf.rfind(b"\n") + 1
-            if end == 0 and len(buf) > MAX_CARRY:
-                # One line longer than we hold: cut at a frame break if there is one.
-                end = buf.rfind(b"\r") + 1 or len(buf)
-                # An escape sequence cut in two would survive stripping; keep it whole.
-                esc = buf.rfind(b"\x1b", max(0, end - 64), end)
-                if esc > 0:
-                    end = esc
-            if end == 0:
-                carry = buf
-                continue
-            data, carry = buf[:end], buf[end:]
-            newlines = data.count(b"\n")
-            yield Chunk(strip_ansi(data), line, mid_frame, newlines, file)
-            line += newlines
-            mid_frame = not data.endswith((b"\n", b"\r"))
-        if carry:
-            yield Chunk(strip_ansi(carry), line, mid_frame, carry.count(b"\n"), file)
+        yield from _stream_chunks(stream, block, file)
     finally:
         if owned:
             stream.close()
+
+
+def _cut(buf: bytes) -> int:
+    """Where to cut one line longer than we hold: at a frame break if there is one."""
+    end = buf.rfind(b"\r") + 1 or len(buf)
+    # An escape sequence cut in two would survive stripping; keep it whole.
+    esc = buf.rfind(b"\x1b", max(0, end - 64), end)
+    return esc if esc > 0 else end
+
+
+def _mapped_chunks(mapped: mmap.mmap, block: int, file: str | None) -> Iterator[Chunk]:
+    """The chunks `_stream_chunks` would make of the same bytes, cut out of a mapping."""
+    mapped.madvise(mmap.MADV_SEQUENTIAL)
+    size, pos, line, mid_frame = len(mapped), 0, 1, False
+    while pos < size:
+        limit = min(size, pos + block)
+        end = mapped.rfind(b"\n", pos, limit) + 1
+        while not end and limit < size and limit - pos <= MAX_CARRY:  # a long line: look further
+            limit = min(size, limit + block)
+            end = mapped.rfind(b"\n", pos, limit) + 1
+        if not end:
+            end = pos + _cut(mapped[pos:limit]) if limit < size or limit - pos > MAX_CARRY else size
+        data = mapped[pos:end]
+        newlines = data.count(b"\n")
+        yield Chunk(strip_ansi(data), line, mid_frame, newlines, file)
+        line += newlines
+        mid_frame = not data.endswith((b"\n", b"\r"))
+        pos = end
+
+
+def _stream_chunks(stream: BinaryIO, block: int, file: str | None) -> Iterator[Chunk]:
+    line = 1
+    carry = b""
+    mid_frame = False
+    while True:
+        raw = stream.read(block)
+        if not raw:
+            break
+        buf = carry + raw if carry else raw
+        end = buf.rfind(b"\n") + 1
+        if end == 0 and len(buf) > MAX_CARRY:
+            end = _cut(buf)
+        if end == 0:
+            carry = buf
+            continue
+        data, carry = buf[:end], buf[end:]
+        newlines = data.count(b"\n")
+        yield Chunk(strip_ansi(data), line, mid_frame, newlines, file)
+        line += newlines
+        mid_frame = not data.endswith((b"\n", b"\r"))
+    if carry:
+        yield Chunk(strip_ansi(carry), line, mid_frame, carry.count(b"\n"), file)
 
 
 def decode(data: bytes, cap: int = LINE_CAP) -> tuple[str, int]:

@@ -71,3 +71,47 @@ def test_prefixed_lines_carry_rank_and_time() -> None:
         "2024-06-14T10:12:33.456000",
         "ERROR boom",
     )
+
+
+def _tricky(seed: int) -> bytes:
+    """Lines of every length around the block and carry sizes, frames, escapes, no final newline."""
+    import random
+
+    rng = random.Random(seed)
+    pieces = []
+    for _ in range(300):
+        kind = rng.random()
+        if kind < 0.6:
+            pieces.append(b"step %d loss %.3f\n" % (rng.randrange(10**6), rng.random()))
+        elif kind < 0.75:
+            pieces.append(b" 5%|#  | 1/20 [00:01]\r" * rng.randrange(1, 40) + b"Killed\n")
+        elif kind < 0.85:
+            pieces.append(b"\x1b[31mRuntimeError\x1b[0m: " + b"y" * rng.randrange(1, 50_000) + b"\n")
+        elif kind < 0.95:
+            pieces.append(b"\r\n" * rng.randrange(1, 3))
+        else:
+            pieces.append(b"z" * rng.randrange(20_000, 90_000) + b"\x1b[0m\n")  # longer than the carry
+    return b"".join(pieces) + b"last line without newline"
+
+
+def test_a_mapped_file_reads_as_the_same_stream(tmp_path, monkeypatch) -> None:
+    import app.core.reader as reader
+
+    monkeypatch.setattr(reader, "MAX_CARRY", 16_384)  # cut long lines often, as a 1 MiB one would be
+    for seed in range(3):
+        data = _tricky(seed)
+        path = tmp_path / f"log{seed}"
+        path.write_bytes(data)
+        for block in (4096, 65_536):
+            mapped = list(iter_chunks(path, block=block))
+            streamed = list(iter_chunks(io.BytesIO(data), block=block))
+            assert sum(len(c.data) for c in mapped) == sum(len(c.data) for c in streamed)
+            assert mapped[-1].first_line + mapped[-1].newlines == streamed[-1].first_line + streamed[-1].newlines
+            assert all(len(c.data) <= block + 16_384 + block for c in mapped)
+            assert [(x.no, x.text) for x in read_lines(path)] == [(x.no, x.text) for x in read_lines(data)]
+
+
+def test_an_empty_file_has_no_chunks(tmp_path) -> None:
+    path = tmp_path / "empty.log"
+    path.write_bytes(b"")
+    assert list(iter_chunks(path)) == []
