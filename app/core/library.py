@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import re2
 import regex
@@ -176,6 +176,7 @@ class Library:
     index: Mapping[str, int] = field(repr=False)  # regex -> engine index
     prefilter: Any = field(repr=False)  # RE2 Set of all regexes, relaxed: which may hit in a chunk
     paths: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
+    kinds: Mapping[str, frozenset[int]] = field(default_factory=lambda: MappingProxyType({}), repr=False)
 
     def __len__(self) -> int:
         return len(self.signatures)
@@ -298,6 +299,11 @@ def _signature_patterns(sig: Signature) -> Iterable[tuple[str, Rule]]:
         yield ex.regex, Rule("exclude", sig.id, f"excludes[{i}]")
 
 
+def _used_as(users: list[list[Rule]], kind: str) -> frozenset[int]:
+    """Indexes of the patterns some rule of this kind uses."""
+    return frozenset(i for i, rules in enumerate(users) if any(r.kind == kind for r in rules))
+
+
 def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] | None = None) -> Library:
     """Compile signatures (already validated) into a `Library`; raise on bad patterns."""
     sigs = sorted(signatures, key=lambda s: s.id)
@@ -340,6 +346,7 @@ def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] 
         index=MappingProxyType(dict(order)),
         prefilter=prefilter,
         paths=MappingProxyType(dict(paths or {})),
+        kinds=MappingProxyType({k: _used_as(users, k) for k in get_args(PatternKind)}),
     )
 
 

@@ -17,12 +17,14 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import chain, islice
 from typing import Any
 
 import re2
 
 from app.core.library import Library
 from app.core.models import Line
+from app.core.re2calls import search_text
 from app.core.reader import Chunk, make_line
 from app.core.redact import DEFAULT, Redactor
 
@@ -80,27 +82,16 @@ class _Plan:
 
 
 def _plan(library: Library) -> _Plan:
-    kinds: dict[str, set[int]] = {k: set() for k in ("extract", "progress", "version", "error")}
-    for idx, rules in enumerate(library.rules):
-        for rule in rules:
-            if rule.kind in ("fingerprint", "symptom", "error"):
-                kinds["extract"].add(idx)
-            if rule.kind in ("progress", "version", "error"):
-                kinds[rule.kind].add(idx)
-    return _Plan(*(frozenset(kinds[k]) for k in ("extract", "progress", "version", "error")))
+    kinds = library.kinds
+    return _Plan(
+        extract=kinds["fingerprint"] | kinds["symptom"] | kinds["error"],
+        progress=kinds["progress"],
+        version=kinds["version"],
+        error=kinds["error"],
+    )
 
 
 _UNANCHORED = re2._Anchor.UNANCHORED
-
-
-def _groups(match: Any) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in match.groupdict().items():
-        if value is None:
-            continue
-        name = key.decode() if isinstance(key, bytes) else key
-        out[name] = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
-    return out
 
 
 @dataclass(slots=True)
@@ -213,14 +204,14 @@ class _FileScanner:
                 line = lines[frame[0]] = make_line(
                     data[frame[0] : frame[1]], no, file=scan.name, redactor=self.redactor
                 )
-            confirmed = self.library.confirm[idx].search(line.text)
-            groups = _groups(confirmed) if confirmed is not None else {}
+            confirmed = search_text(self.library.confirm[idx], line.text)
+            groups = confirmed.groups if confirmed is not None else {}
             if idx in plan.version:
                 for key, value in groups.items():
                     scan.versions.setdefault(key, value)
                 continue
             # A line cut by the cap or changed by decoding may not confirm: keep it, no span.
-            hit = LineHit(line, confirmed.span() if confirmed is not None else (0, 0), groups)
+            hit = LineHit(line, confirmed.span if confirmed is not None else (0, 0), groups)
             if idx in plan.error or len(hits.first) < KEEP_FIRST:
                 hits.first.append(hit)
 
@@ -366,13 +357,15 @@ def scan_file(
     recorded in order, a bounded number in flight: memory stays a few chunks.
     """
     scanner = _FileScanner(library, FileScan(name=name, index=index), redactor)
-    if threads <= 1:
-        for chunk in chunks:
+    chunks = iter(chunks)
+    first = list(islice(chunks, 2))
+    if threads <= 1 or len(first) < 2:  # a log of one chunk (most requests): no pool to start
+        for chunk in chain(first, chunks):
             scanner.apply(scanner.probe(chunk))
         return scanner.finish()
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tracelore-scan") as pool:
         pending: deque[Future[_Probe]] = deque()
-        for chunk in chunks:
+        for chunk in chain(first, chunks):
             pending.append(pool.submit(scanner.probe, chunk))
             if len(pending) > threads:
                 scanner.apply(pending.popleft().result())

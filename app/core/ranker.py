@@ -366,11 +366,10 @@ _NORMALISE = regex.compile(r"0x[0-9a-fA-F]+|\d+")
 
 def unexplained(library: Library, scans: Iterable[FileScan]) -> list[Unexplained]:
     """Generic error lines on which no signature pattern matched, deduplicated."""
-    error_ids = {i for i, rules in enumerate(library.rules) if any(r.kind == "error" for r in rules)}
-    sig_ids = [i for i, rules in enumerate(library.rules) if any(r.signature for r in rules)]
+    error_ids = library.kinds["error"]
     groups: dict[str, Unexplained] = {}
     for scan in scans:
-        explained = {n for i in sig_ids if (h := scan.hits.get(i)) for n in h.lines}
+        explained = {n for i, h in scan.hits.items() if any(r.signature for r in library.rules[i]) for n in h.lines}
         seen_lines: set[int] = set()
         for idx in error_ids:
             hits = scan.hits.get(idx)

@@ -24,6 +24,7 @@ from typing import Any
 
 import re2
 
+from app.core.re2calls import find
 from app.core.redaction_rules import FILE_SUFFIXES, NOT_SECRET_VALUES, RULES, SECRET_NAME_PAIRS, SECRET_NAME_PARTS
 
 MARK = "[REDACTED:"
@@ -207,10 +208,11 @@ class Redactor:
         counts: Counter[str] = Counter()
         if not self.enabled or not text or text.isspace():
             return Redacted(text, counts)
-        if _PEM_BODY.search(text) and _guard_token(text.strip(), None) and _mixed_case(text):
+        data = text.encode("utf-8", errors="surrogatepass")
+        if find(_PEM_BODY, data) >= 0 and _guard_token(text.strip(), None) and _mixed_case(text):
             counts["private-key"] += 1
             return Redacted(_keep_indent(text) + placeholder("private-key"), counts)
-        if self._any.search(text) is None:
+        if find(self._any, data) < 0:
             return Redacted(text, counts)
         low = text.lower()
         for rule in self.rules:

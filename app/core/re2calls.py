@@ -1,0 +1,46 @@
+"""Direct calls into RE2's compiled objects, without the `re2` module's wrapper.
+
+The wrapper's `search()` copies a bytes argument and, for text, maps every offset
+between UTF-8 and characters and builds a match object: about 20-50 µs a call, more
+than the search itself on one log line. These helpers call the compiled regexp on
+bytes or a memoryview and convert only the offsets they return.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import re2
+
+_UNANCHORED = re2._Anchor.UNANCHORED
+
+
+def find(compiled: Any, data: bytes | memoryview, pos: int = 0, end: int | None = None) -> int:
+    """The offset of the first match in data[pos:end], or -1. No copy of data."""
+    return int(compiled._regexp.Match(_UNANCHORED, data, pos, len(data) if end is None else end)[0][0])
+
+
+class TextMatch(NamedTuple):
+    """Where a pattern matched a line of text, in characters, and its named groups."""
+
+    span: tuple[int, int]
+    groups: dict[str, str]
+
+
+def search_text(compiled: Any, text: str) -> TextMatch | None:
+    """Search one line of text; spans and groups as characters of `text`."""
+    data = text.encode("utf-8", errors="surrogatepass")
+    spans = compiled._regexp.Match(_UNANCHORED, data, 0, len(data))
+    if spans[0][0] < 0:
+        return None
+    ascii_only = len(data) == len(text)
+
+    def chars(offset: int) -> int:
+        return offset if ascii_only else len(data[:offset].decode("utf-8", errors="surrogatepass"))
+
+    groups = {}
+    for name, index in compiled.groupindex.items():
+        start, stop = spans[index]
+        if start >= 0:
+            groups[name.decode() if isinstance(name, bytes) else name] = text[chars(start) : chars(stop)]
+    return TextMatch((chars(spans[0][0]), chars(spans[0][1])), groups)
