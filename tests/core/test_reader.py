@@ -115,3 +115,23 @@ def test_an_empty_file_has_no_chunks(tmp_path) -> None:
     path = tmp_path / "empty.log"
     path.write_bytes(b"")
     assert list(iter_chunks(path)) == []
+
+
+def test_an_open_file_is_read_from_its_position_and_left_consumed(tmp_path) -> None:
+    path = tmp_path / "train.log"
+    path.write_bytes(b"header\none\ntwo\n")
+    with open(path, "rb") as stream:
+        stream.readline()
+        chunks = list(iter_chunks(stream))
+        assert b"".join(c.data for c in chunks) == b"one\ntwo\n"
+        assert stream.read() == b""
+
+
+def test_a_pipe_is_read_not_mapped() -> None:
+    import os
+
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"a\nb\n")
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as stream:
+        assert [(line.no, line.text) for line in read_lines(stream)] == [(1, "a"), (2, "b")]
