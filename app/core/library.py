@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import re
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import yaml
 from pydantic import ValidationError
 
 from app.core import builtin
+from app.core.rewrites import frame_anchors, relaxed
 from app.core.signature import Pattern, Signature
 from app.errors import Issue, LibraryError
 
@@ -45,70 +45,6 @@ def _re2_options(*, latin1: bool) -> Any:
 
 _SCAN = _re2_options(latin1=True)
 _TEXT = _re2_options(latin1=False)
-
-
-_BOUNDED = re.compile(r"\{(\d+),\d+\}")
-
-
-def _class_end(pattern: str, start: int) -> int:
-    """The index just past the character class opening at `start`."""
-    i = start + 1
-    if pattern.startswith("^", i):
-        i += 1
-    if pattern.startswith("]", i):
-        i += 1  # a ] right after [ or [^ is a literal
-    while i < len(pattern) and pattern[i] != "]":
-        if pattern[i] == "\\":
-            i += 2
-        elif pattern.startswith("[:", i) and (end := pattern.find(":]", i + 2)) >= 0:
-            i = end + 2  # [:alpha:] inside a class
-        else:
-            i += 1
-    return i + 1
-
-
-def _rewrite(pattern: str, *, relax: bool) -> str:
-    """Rewrite the anchors (and, for the Set, bounded repeats) outside escapes and classes."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            out.append(pattern[i : i + 2])
-            i += 2
-        elif c == "[":
-            end = _class_end(pattern, i)
-            out.append(pattern[i:end])
-            i = end
-        elif relax and c == "{" and (bounded := _BOUNDED.match(pattern, i)):
-            out.append(f"{{{bounded[1]},}}")
-            i = bounded.end()
-        else:
-            out.append({"^": "(?:^|\\r)", "$": "(?:$|\\r)"}.get(c, c))
-            i += 1
-    return "".join(out)
-
-
-def frame_anchors(pattern: str) -> str:
-    """The pattern with `^` and `$` also matching at a carriage return.
-
-    A progress bar redraws itself with a lone CR, so a physical line holds several frames
-    and a frame may start after a CR. Scanning the raw bytes with these anchors finds every
-    line some frame of which matches (a superset: `.` may also run across a CR); the
-    matcher confirms such lines frame by frame. Raw bytes need no translated copy.
-    """
-    return _rewrite(pattern, relax=False)
-
-
-def relaxed(pattern: str) -> str:
-    """`frame_anchors(pattern)` with every bounded repeat `{m,n}` opened to `{m,}`.
-
-    The Set only says which patterns may occur in a chunk; the exact pattern then locates
-    them. Counting to n multiplies the Set's automaton states (each `.{0,200}` is 200 of
-    them); without the bound it scans about 1.5x faster, and the superset costs nothing
-    but a rare extra locate.
-    """
-    return _rewrite(pattern, relax=True)
 
 
 def _scan_pattern(pattern: str, *, relax: bool = False) -> bytes:

@@ -8,7 +8,7 @@ the hits, not to the log.
 
 Chunks are scanned as read, with no copy: a lone CR (a progress-bar redraw) splits
 a line into frames, so patterns are compiled with `^`/`$` also matching at a CR
-(`library.frame_anchors`) and a line that holds a CR is confirmed frame by frame.
+(`rewrites.frame_anchors`) and a line that holds a CR is confirmed frame by frame.
 """
 
 from __future__ import annotations
@@ -367,7 +367,7 @@ def scan_file(
         pending: deque[Future[_Probe]] = deque()
         for chunk in chain(first, chunks):
             pending.append(pool.submit(scanner.probe, chunk))
-            if len(pending) > threads:
+            if len(pending) > 2 * threads:
                 scanner.apply(pending.popleft().result())
         while pending:
             scanner.apply(pending.popleft().result())

@@ -26,6 +26,7 @@ import re2
 
 from app.core.re2calls import find
 from app.core.redaction_rules import FILE_SUFFIXES, NOT_SECRET_VALUES, RULES, SECRET_NAME_PAIRS, SECRET_NAME_PARTS
+from app.core.rewrites import open_repeats
 
 MARK = "[REDACTED:"
 PLACEHOLDER = MARK + "{}]"
@@ -193,7 +194,13 @@ class Redactor:
     def _alternatives(self) -> str:
         # One automaton for every rule: most lines match none and cost one linear scan. Over a
         # block of lines (multi-line mode) it finds the few lines worth running the rules on.
-        return "|".join(f"(?:{r.regex.pattern})" for r in self.rules) or "$^"
+        # Bounds opened: a gate only says where a rule may match (each rule then applies
+        # exactly), and RE2 compiles `{8,1000}` as a thousand states: 0.2 s at start-up.
+        # From the specs, not the compiled rules: those compile only once a line needs them.
+        if not self.enabled:
+            return "$^"
+        wanted = (spec["pattern"] for spec in RULES if self.network or spec.get("rule_group", "secret") != NETWORK)
+        return "|".join(f"(?:{open_repeats(pattern)})" for pattern in wanted)
 
     @functools.cached_property
     def _any(self) -> Any:
@@ -201,7 +208,7 @@ class Redactor:
 
     @functools.cached_property
     def _block(self) -> Any:
-        return re2.compile(f"(?m){self._alternatives}|{_PEM_BODY.pattern}", _OPTIONS)
+        return re2.compile(f"(?m){self._alternatives}|{open_repeats(_PEM_BODY.pattern)}", _OPTIONS)
 
     def line(self, text: str) -> Redacted:
         """Redact one line (no line breaks expected; a PEM block on one line is removed whole)."""

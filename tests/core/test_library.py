@@ -9,7 +9,8 @@ import pytest
 import regex
 
 import app.core.library as library_module
-from app.core.library import frame_anchors, load_library, relaxed, signature_files
+from app.core.library import load_library, signature_files
+from app.core.rewrites import frame_anchors, relaxed
 from app.errors import LibraryError
 
 SIGNATURES = Path(__file__).resolve().parents[2] / "signatures"
