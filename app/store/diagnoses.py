@@ -120,7 +120,19 @@ def save_diagnosis(
     )
     session.add(row)
     session.flush()
-    return _record(row).model_copy(update={"delete_token": token})
+    # Built from what was written, not read back: parsing the JSON just dumped would only cost time.
+    return Record(
+        id=row.id,
+        created_at=_aware(created_at),
+        subject=subject,
+        tier=tier,
+        input_bytes=input_bytes,
+        input_sha256=input_sha256,
+        diagnosis=diagnosis,
+        windows=windows,
+        has_log=log_gz is not None,
+        delete_token=token,
+    )
 
 
 def get_diagnosis(session: Session, diagnosis_id: str, *, not_before: datetime | None = None) -> Record | None:

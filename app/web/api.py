@@ -122,10 +122,15 @@ async def diagnose_request(
     return analysis, upload.store is not False
 
 
-async def store_analysis(session: SessionDep, analysis: Analysis, subject: Subject) -> Record:
-    """Save a diagnosis in the request's transaction (off the event loop)."""
-    return await run_in_threadpool(
-        lambda: save_diagnosis(
+def save_committed(request: Request, analysis: Analysis, subject: Subject) -> Record:
+    """Save a diagnosis in its own short transaction, committed before this returns (blocking).
+
+    Nothing else runs between the INSERT and the COMMIT, so the database's write lock is held
+    for the statement alone (SQLite has one for the whole file) and a failed commit raises here,
+    where the caller can give the count back.
+    """
+    with request.app.state.sessionmaker.begin() as session:
+        return save_diagnosis(
             session,
             diagnosis=analysis.diagnosis,
             windows=analysis.windows,
@@ -136,7 +141,11 @@ async def store_analysis(session: SessionDep, analysis: Analysis, subject: Subje
             created_at=datetime.now(UTC),
             log_gz=analysis.log_gz,
         )
-    )
+
+
+async def store_analysis(request: Request, analysis: Analysis, subject: Subject) -> Record:
+    """Save and commit a diagnosis off the event loop; the row is there once this returns."""
+    return await run_in_threadpool(save_committed, request, analysis, subject)
 
 
 @router.post(
@@ -161,7 +170,6 @@ async def create_diagnosis(
     settings: SettingsDep,
     library: LibraryDep,
     metrics: MetricsDep,
-    session: SessionDep,
     subject: SubjectDep,
     store: Annotated[bool | None, Query(description="keep a permalink (default true)")] = None,
     top: Annotated[int | None, Query(ge=1, le=100, description="at most this many candidates")] = None,
@@ -174,7 +182,7 @@ async def create_diagnosis(
         response.status_code = 200
         return DiagnosisRecord.model_validate(analysis.diagnosis.model_dump())
     try:
-        record = await store_analysis(session, analysis, subject)
+        record = await store_analysis(request, analysis, subject)
     except Exception as exc:
         raise await quota.refund(request, exc) from exc
     response.headers["Location"] = str(request.url_for("read_diagnosis", diagnosis_id=record.id))

@@ -1,4 +1,8 @@
-"""Request dependencies: settings, library, database session, the current subject."""
+"""Request dependencies: settings, library, database session, the current subject.
+
+The ones that only read app state are `async def`: FastAPI runs a plain `def` dependency in a
+worker thread, a hop that costs more than the lookup it wraps.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +10,29 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.core.library import Library
 from app.web.identity import Subject as Subject  # re-exported: routes import it from here
-from app.web.identity import resolve_subject
+from app.web.identity import needs_database, resolve_subject
 from app.web.metrics import Metrics
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     """The app's settings."""
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_library(request: Request) -> Library:
+async def get_library(request: Request) -> Library:
     """The signature library, loaded once per process."""
     library: Library = request.app.state.library
     return library
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     """The app's metrics registry."""
     metrics: Metrics = request.app.state.metrics
     return metrics
@@ -39,8 +44,14 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-def get_subject(request: Request) -> Subject:
-    """The caller: an account (API key or session cookie) or an anonymous client address."""
+async def get_subject(request: Request) -> Subject:
+    """The caller: an account (API key or session cookie) or an anonymous client address.
+
+    An anonymous caller is a keyed hash of the client address, worked out here on the event
+    loop; a caller whose key or session needs the database is looked up in a worker thread.
+    """
+    if needs_database(request):
+        return await run_in_threadpool(resolve_subject, request)
     return resolve_subject(request)
 
 

@@ -116,6 +116,15 @@ def _bearer(request: Request) -> str | None:
     return credentials.strip()
 
 
+def needs_database(request: Request) -> bool:
+    """Whether resolve_subject may query the database: an API key, a session cookie or no secret yet."""
+    return (
+        "authorization" in request.headers
+        or SESSION_COOKIE in request.cookies
+        or getattr(request.app.state, "secret", None) is None
+    )
+
+
 def resolve_subject(request: Request) -> Subject:
     """The caller: API key, then session cookie, then client address (blocking: a dependency run in a thread)."""
     if any(p in request.query_params for p in KEY_PARAMS):

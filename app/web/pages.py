@@ -101,7 +101,6 @@ async def diagnose_form(
     settings: SettingsDep,
     library: LibraryDep,
     metrics: MetricsDep,
-    session: SessionDep,
     subject: SubjectDep,
 ) -> Response:
     """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
@@ -116,7 +115,7 @@ async def diagnose_form(
         metrics.rejection(exc.type.rsplit("/", 1)[-1])
         return _home(request, settings, error=exc.detail, status=exc.status, headers=exc.headers, subject=subject)
     try:
-        record = await store_analysis(session, analysis, subject)
+        record = await store_analysis(request, analysis, subject)
     except Exception as exc:
         raise await refund(request, exc) from exc
     response = RedirectResponse(request.url_for("diagnosis_page", diagnosis_id=record.id), status_code=303)

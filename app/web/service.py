@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
+import anyio
 import anyio.to_thread
 
 from app.core.diagnose import diagnose
@@ -26,13 +28,37 @@ SNIFF = 64 << 10  # bytes looked at to tell text from binary
 MAX_WINDOW_LINES = 2000  # context lines kept per diagnosis, whatever the evidence
 
 
-class Gate:
-    """Admission for diagnoses: at most `limit` run at once in this process; more are refused, not queued."""
+def diagnosis_threads() -> int:
+    """Worker threads that diagnose at once in one process: one per core this process may use.
 
-    def __init__(self, limit: int, retry_after: int) -> None:
+    Diagnosing is CPU work under the GIL: more threads than cores do not diagnose more logs a
+    second, they take turns (every thread's log finishes late) and keep the event loop and the
+    short database transactions waiting for the GIL.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores)
+
+
+class Gate:
+    """Admission for diagnoses: at most `limit` in flight in this process; more are refused, not queued.
+
+    Of those admitted, at most `threads` diagnose at once; the others wait their turn for a thread
+    (after their body is read and their count settled), so a burst is served at full speed in turn.
+    """
+
+    def __init__(self, limit: int, retry_after: int, *, threads: int | None = None) -> None:
         self.limit = limit
         self.retry_after = retry_after
         self.busy = 0  # touched only from the event loop
+        self.threads = max(1, min(limit, threads or diagnosis_threads()))
+        self._limiter: anyio.CapacityLimiter | None = None  # made on first use, inside the event loop
+
+    @property
+    def limiter(self) -> anyio.CapacityLimiter:
+        """The worker threads diagnoses run in (separate from the pool database calls use)."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.threads)
+        return self._limiter
 
     def check(self) -> None:
         """Refuse now if every slot is taken (before reading a body we could not serve)."""
@@ -261,7 +287,8 @@ async def run_analysis(
                     metrics=metrics,
                     redactor=redactor,
                     excerpt=excerpt,
-                )
+                ),
+                limiter=gate.limiter,
             )
         finally:
             metrics.add_in_flight(-1)

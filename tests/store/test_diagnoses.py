@@ -73,3 +73,39 @@ def test_expired_diagnoses_are_hidden_then_purged(factory: sessionmaker[Session]
         assert purge_expired(session, before=cutoff) >= 1
     with factory.begin() as session:
         assert get_diagnosis(session, old) is None and get_diagnosis(session, fresh) is not None
+
+
+def test_the_record_save_returns_is_the_record_read_back(factory: sessionmaker[Session], library: Library) -> None:
+    diagnosis = diagnose((SAMPLES / "oom-killed.log").read_bytes(), library)
+    windows = [Window(file="train.log", lines=[WindowLine(no=6, text="Out of memory: Killed process 31877 (python)")])]
+    with factory.begin() as session:
+        saved = save_diagnosis(
+            session,
+            diagnosis=diagnosis,
+            windows=windows,
+            subject="anonymous",
+            tier="free",
+            input_bytes=1544,
+            input_sha256="0" * 64,
+            created_at=datetime.now(UTC),
+            log_gz=b"\x1f\x8b",
+        )
+    with factory.begin() as session:
+        read = get_diagnosis(session, saved.id)
+    assert saved.delete_token and read is not None and read.delete_token is None
+    assert saved.model_copy(update={"delete_token": None}) == read
+
+
+def test_sqlite_connections_get_wal_and_a_busy_timeout(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'pragmas.sqlite'}")
+    try:
+        with engine.connect() as conn:
+            pragma = {
+                name: conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+                for name in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
+            }
+    finally:
+        engine.dispose()
+    # WAL: readers never wait for the writer; NORMAL: a commit does not wait for fsync (WAL keeps it durable
+    # across a crash of the process); the busy timeout makes a second writer wait for the lock, not fail.
+    assert pragma == {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 10000, "foreign_keys": 1}
