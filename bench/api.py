@@ -265,8 +265,34 @@ def load_main(url: str, body_path: Path | None, connections: int, duration: floa
     )
 
 
+def settle(url: str, seconds: float = 60) -> None:
+    """Wait until the server runs no diagnosis (its in-flight gauge is 0).
+
+    A load run ends by closing its connections while requests are still in flight; the server
+    finishes them anyway. Starting the next run before they are done would measure them too, and
+    with max_in_flight set to the connection count, refuse the new run's requests with 503.
+    """
+    host, port, _ = split_url(url)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        conn = http.client.HTTPConnection(host, port, timeout=5)
+        try:
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+        except OSError:
+            text = ""
+        finally:
+            conn.close()
+        m = re.search(r"^tracelore_diagnoses_in_flight (\d+)", text, re.M)
+        if m is None or m.group(1) == "0":
+            return
+        time.sleep(0.05)
+    raise MeasurementError(f"the server still runs diagnoses {seconds:g} s after the load stopped")
+
+
 def measure_rps(url: str, body: Path | None, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     """Successful requests per second; raise if too many requests failed to call it a measurement."""
+    settle(url)
     result = run_wrk(url, body, args, scratch) if args.tool == "wrk" else run_python_load(url, body, args)
     total = result["ok"] + result["bad"]
     if not result["ok"] or result["bad"] > ERROR_BUDGET * total:
@@ -427,6 +453,7 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, str]]:
             with Probe(url) as loaded:  # not timed: the probe would take a share of the rps runs
                 short = argparse.Namespace(**{**vars(args), "duration": min(5.0, args.duration)})
                 measure_rps(f"{url}/api/v1/diagnoses", body, short, scratch)
+            settle(url)
             upload = measure_upload(url, big, idle_seconds=min(5.0, args.duration))
         except MeasurementError as exc:
             raise MeasurementError(f"{exc}\nserver log:\n{server_log(scratch)}") from None
@@ -472,6 +499,7 @@ def warm_up(url: str, body: Path, args: argparse.Namespace, scratch: Path) -> No
     """A short untimed run of both requests: the first ones pay for imports, caches and connection set-up."""
     warm = argparse.Namespace(**{**vars(args), "duration": 1})
     for target, payload in ((f"{url}/healthz", None), (f"{url}/api/v1/diagnoses", body)):
+        settle(url)
         if args.tool == "wrk":
             run_wrk(target, payload, warm, scratch)
         else:
