@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import text
+from starlette.datastructures import URLPath
 
 from app.config import Settings
 from app.core.signature import Signature
@@ -68,11 +69,28 @@ def not_before(settings: Settings) -> datetime | None:
     return datetime.now(UTC) - timedelta(days=settings.retention_days)
 
 
+_ID = "{diagnosis_id}"
+
+
+def diagnosis_url(request: Request, route: str, diagnosis_id: str) -> str:
+    """`request.url_for(route, diagnosis_id=...)` with the route's path looked up once per process.
+
+    url_for tries every route of the app in turn; the path of a diagnosis route never changes.
+    """
+    paths: dict[str, str] | None = getattr(request.app.state, "diagnosis_paths", None)
+    if paths is None:
+        paths = request.app.state.diagnosis_paths = {}
+    path = paths.get(route)
+    if path is None:
+        path = paths[route] = str(request.app.url_path_for(route, diagnosis_id=_ID))
+    return str(URLPath(path.replace(_ID, diagnosis_id)).make_absolute_url(request.base_url))
+
+
 def page_url(request: Request, settings: Settings, diagnosis_id: str) -> str:
     """The public address of a diagnosis page."""
     if settings.base_url:
         return f"{settings.base_url.rstrip('/')}/d/{diagnosis_id}"
-    return str(request.url_for("diagnosis_page", diagnosis_id=diagnosis_id))
+    return diagnosis_url(request, "diagnosis_page", diagnosis_id)
 
 
 def to_record(request: Request, settings: Settings, record: Record) -> DiagnosisRecord:
@@ -185,7 +203,7 @@ async def create_diagnosis(
         record = await store_analysis(request, analysis, subject)
     except Exception as exc:
         raise await quota.refund(request, exc) from exc
-    response.headers["Location"] = str(request.url_for("read_diagnosis", diagnosis_id=record.id))
+    response.headers["Location"] = diagnosis_url(request, "read_diagnosis", record.id)
     if record.delete_token:  # shown once; only its hash is stored
         response.headers["X-Delete-Token"] = record.delete_token
     return to_record(request, settings, record)

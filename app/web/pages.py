@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 from app.core.models import Candidate, Diagnosis
 from app.errors import NotFound, TraceloreError
 from app.store.diagnoses import Record, Window, get_diagnosis
-from app.web.api import diagnose_request, not_before, store_analysis
+from app.web.api import diagnose_request, diagnosis_url, not_before, store_analysis
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
 from app.web.identity import Subject, check_origin
 from app.web.quota import quota_upgrade, refund, usage_for_page
@@ -118,7 +118,7 @@ async def diagnose_form(
         record = await store_analysis(request, analysis, subject)
     except Exception as exc:
         raise await refund(request, exc) from exc
-    response = RedirectResponse(request.url_for("diagnosis_page", diagnosis_id=record.id), status_code=303)
+    response = RedirectResponse(diagnosis_url(request, "diagnosis_page", record.id), status_code=303)
     remember_delete_token(response, record, settings, secure=request.url.scheme == "https")
     return response
 

@@ -136,3 +136,30 @@ def test_the_gate_has_no_more_threads_than_it_admits() -> None:
     assert Gate(2, 5, threads=8).threads == 2
     assert Gate(16, 5, threads=2).threads == 2
     assert 1 <= Gate(16, 5).threads <= 16
+
+
+@pytest.mark.parametrize("root_path", ["", "/tracelore"])
+def test_diagnosis_urls_are_what_url_for_gives(
+    root_path: str, sqlite_url: str, tmp_path: Path, library: Library
+) -> None:
+    from starlette.requests import Request
+
+    from app.web.api import diagnosis_url
+    from app.web.app import create_app
+
+    app = create_app(make_settings(sqlite_url, tmp_path), library=library)
+    scope = {
+        "type": "http",
+        "app": app,
+        "method": "GET",
+        "path": "/",
+        "root_path": root_path,
+        "scheme": "https",
+        "server": ("tracelore.example.org", 8443),
+        "headers": [(b"host", b"tracelore.example.org:8443")],
+        "query_string": b"",
+    }
+    request = Request(scope)
+    for route in ("read_diagnosis", "diagnosis_page", "read_diagnosis"):  # the second lookup is the cached one
+        assert diagnosis_url(request, route, "Ab-c_9") == str(request.url_for(route, diagnosis_id="Ab-c_9"))
+    app.state.engine.dispose()
