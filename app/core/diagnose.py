@@ -8,7 +8,7 @@ from app.core.library import Library
 from app.core.matcher import FileScan, scan_file
 from app.core.models import Candidate, Diagnosis, InputInfo, Unexplained
 from app.core.ranker import find_signatures, rank_found, unexplained
-from app.core.reader import Source, iter_chunks, source_name
+from app.core.reader import Source, iter_blocks, source_name
 from app.core.redact import DEFAULT, Redactor, count_placeholders
 from app.errors import EmptyLog
 
@@ -20,7 +20,7 @@ def scan_sources(
     scans = []
     for i, (name, source) in enumerate(sources):
         shown = redactor.line(name).text if name else name
-        scans.append(scan_file(library, iter_chunks(source, file=shown), name=shown, index=i, redactor=redactor))
+        scans.append(scan_file(library, iter_blocks(source, file=shown), name=shown, index=i, redactor=redactor))
     return scans
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import Any
 
@@ -25,7 +25,7 @@ import re2
 from app.core.library import Library
 from app.core.models import Line
 from app.core.re2calls import search_text
-from app.core.reader import Chunk, make_line
+from app.core.reader import Block, Chunk, count_newlines, make_line
 from app.core.redact import DEFAULT, Redactor
 
 KEEP_FIRST = 32  # hits per pattern and file kept with their text (evidence)
@@ -98,10 +98,27 @@ _UNANCHORED = re2._Anchor.UNANCHORED
 class _Probe:
     """Where the patterns hit in one chunk, before anything is recorded."""
 
-    chunk: Chunk
+    item: Chunk | Block
+    newlines: int
+    chunk: Chunk | None  # the chunk read into bytes, if it was (a Block's line numbers are not set yet)
     found: list[tuple[int, int]] = field(default_factory=list)  # (offset, engine index)
     progress: bool = False
     saturated: list[int] = field(default_factory=list)  # saturated patterns the chunk holds
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A recorded chunk as the scanner keeps it: numbered, read again only if needed."""
+
+    item: Chunk | Block
+    first_line: int
+    chunk: Chunk | None
+
+    def read(self) -> Chunk:
+        if self.chunk is not None:
+            return self.chunk
+        assert isinstance(self.item, Block)
+        return self.item.read(self.first_line)
 
 
 class _FileScanner:
@@ -113,16 +130,26 @@ class _FileScanner:
         self.plan = _plan(library)
         self.scan = scan
         self.errors_kept = 0
-        self.progress_chunks: list[Chunk] = []  # the last chunks holding progress lines
-        self.tail_chunk: Chunk | None = None
+        self.progress_chunks: list[_Piece] = []  # the last chunks holding progress lines
+        self.tail_chunk: _Piece | None = None
+        self.next_line = 1  # of the next Block (a Chunk knows its own)
         # Saturated pattern -> the last chunk holding it: its last line is looked up only
         # when that chunk is the pattern's last or too many chunks are held.
-        self.unsettled: dict[int, Chunk] = {}
+        self.unsettled: dict[int, _Piece] = {}
 
-    def probe(self, chunk: Chunk) -> _Probe:
+    def probe(self, item: Chunk | Block) -> _Probe:
         """Find where patterns hit in a chunk. Runs in worker threads: it only reads shared state."""
-        data = chunk.data
-        probe = _Probe(chunk)
+        chunk: Chunk | None
+        if isinstance(item, Block):
+            view = item.view()
+            if view is None:  # escape sequences to strip: read it
+                chunk = item.read(0)
+                probe, data = _Probe(item, chunk.newlines, chunk), chunk.data
+            else:  # scanned in place: no copy unless something needs locating
+                chunk, data = None, view
+                probe = _Probe(item, count_newlines(view), None)
+        else:
+            probe, data = _Probe(item, item.newlines, item), item.data
         scan, plan, library = self.scan, self.plan, self.library
         for idx in library.prefilter.Match(data) or ():  # RE2 releases the GIL while it scans
             if idx in plan.progress:
@@ -137,35 +164,52 @@ class _FileScanner:
                 # Noise-frequent pattern: locating every hit would cost a pass per pattern.
                 probe.saturated.append(idx)
                 continue
-            probe.found.extend(_locate(library.compiled[idx], data, idx))
+            if probe.chunk is None:
+                assert isinstance(item, Block)
+                probe.chunk = item.read(0)
+            probe.found.extend(_locate(library.compiled[idx], probe.chunk.data, idx))
         probe.found.sort(key=lambda f: f[0])
         return probe
 
     def apply(self, probe: _Probe) -> None:
         """Record a probed chunk's hits. Runs in the calling thread, in chunk order."""
-        scan, chunk = self.scan, probe.chunk
+        scan, item = self.scan, probe.item
+        if isinstance(item, Block):
+            first_line, chunk = self.next_line, probe.chunk
+            if chunk is not None:
+                chunk = replace(chunk, first_line=first_line)
+            size, ends_line = len(probe.chunk.data) if probe.chunk is not None else len(item), item.ends_line()
+        else:
+            first_line, chunk = item.first_line, item
+            size, ends_line = len(item.data), item.data.endswith(b"\n")
+        self.next_line = first_line + probe.newlines
+        piece = _Piece(item, first_line, chunk)
         if not scan.edge_lines:
-            scan.edge_lines.extend(_edge_lines(chunk, head=True, redactor=self.redactor))
-        self.tail_chunk = chunk
-        if scan.blank and not chunk.data.isspace():
+            scan.edge_lines.extend(_edge_lines(piece.read(), head=True, redactor=self.redactor))
+        self.tail_chunk = piece
+        if scan.blank and not piece.read().data.isspace():
             scan.blank = False
-        scan.bytes += len(chunk.data)
+        scan.bytes += size
         # A last line without a final newline still counts.
-        scan.lines = chunk.first_line - 1 + chunk.newlines + (not chunk.data.endswith(b"\n"))
+        scan.lines = first_line - 1 + probe.newlines + (not ends_line)
         if probe.progress:
-            self.progress_chunks = [*self.progress_chunks[-1:], chunk]
+            self.progress_chunks = [*self.progress_chunks[-1:], piece]
         for idx in probe.saturated:
             scan.hits[idx].count += 1
-            self.unsettled[idx] = chunk
+            self.unsettled[idx] = piece
         if len(set(map(id, self.unsettled.values()))) > UNSETTLED_CHUNKS:
             oldest = next(iter(self.unsettled.values()))  # dicts keep insertion order
             for idx in [i for i, c in self.unsettled.items() if c is oldest]:
                 self._settle(idx)
-        self._record(chunk, probe.found)
+        if probe.found:
+            assert chunk is not None
+            self._record(chunk, probe.found)
+        if isinstance(item, Block):
+            item.release()
 
     def _settle(self, idx: int) -> None:
         """Look up a saturated pattern's last line in the last chunk that holds it."""
-        chunk = self.unsettled.pop(idx)
+        chunk = self.unsettled.pop(idx).read()
         last = _last_line(self.library.compiled[idx], chunk)
         if last is not None:
             self.scan.hits[idx].last_line = last
@@ -234,9 +278,9 @@ class _FileScanner:
         for idx in list(self.unsettled):
             self._settle(idx)
         if self.tail_chunk is not None:
-            scan.edge_lines.extend(_edge_lines(self.tail_chunk, head=False, redactor=self.redactor))
-        for chunk in self.progress_chunks:
-            scan.progress.extend(self._progress_tail(chunk))
+            scan.edge_lines.extend(_edge_lines(self.tail_chunk.read(), head=False, redactor=self.redactor))
+        for piece in self.progress_chunks:
+            scan.progress.extend(self._progress_tail(piece.read()))
         scan.progress = sorted(set(scan.progress))[-PROGRESS_TAIL:]
         return scan
 
@@ -344,7 +388,7 @@ def _edge_lines(chunk: Chunk, *, head: bool, redactor: Redactor = DEFAULT) -> li
 
 def scan_file(
     library: Library,
-    chunks: Iterable[Chunk],
+    chunks: Iterable[Chunk | Block],
     *,
     name: str | None,
     index: int,

@@ -107,6 +107,103 @@ def _file_chunks(stream: BinaryIO, block: int, file: str | None) -> Iterator[Chu
     stream.seek(0, io.SEEK_END)  # consumed, as reading it would have left it
 
 
+IN_PLACE_MIN = 64 << 20  # files at least this large are scanned in place, never copied whole
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A chunk of a mapped file, not read yet: whoever scans it reads only what it needs.
+
+    The engine scans the mapping itself and newlines are counted there, so most chunks
+    of a large log are never copied; only a chunk with something to record is read
+    into bytes (`read`). Line numbers are given in order by the caller.
+    """
+
+    mapped: mmap.mmap
+    start: int
+    end: int
+    mid_frame: bool
+    file: str | None
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def view(self) -> memoryview | None:
+        """The bytes in place, or None when escape sequences must be stripped (a copy)."""
+        if self.mapped.find(b"\x1b", self.start, self.end) >= 0:
+            return None
+        return memoryview(self.mapped)[self.start : self.end]
+
+    def read(self, first_line: int) -> Chunk:
+        data = self.mapped[self.start : self.end]
+        return Chunk(strip_ansi(data), first_line, self.mid_frame, data.count(b"\n"), self.file)
+
+    def ends_line(self) -> bool:
+        return self.mapped[self.end - 1] == 10
+
+    def release(self) -> None:
+        """Drop the pages read from this process (the page cache keeps them for everyone)."""
+        start = self.start - self.start % mmap.PAGESIZE
+        end = self.end - self.end % mmap.PAGESIZE
+        if end > start:
+            self.mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+
+def count_newlines(view: memoryview) -> int:
+    """Newlines in a buffer without copying it; the comparison runs without the GIL."""
+    import numpy  # only large logs come here: a small one does not pay for the import
+
+    return int(numpy.count_nonzero(numpy.frombuffer(view, dtype=numpy.uint8) == 10))
+
+
+def iter_blocks(
+    source: Source, *, block: int = BLOCK, file: str | None = None, in_place_min: int = IN_PLACE_MIN
+) -> Iterator[Chunk | Block]:
+    """`iter_chunks`, except that a large regular file comes as `Block`s to scan in place."""
+    if isinstance(source, (str, Path)):
+        with open(source, "rb") as stream:
+            yield from _file_blocks(stream, block, file, in_place_min)
+        return
+    if isinstance(source, (io.BufferedReader, io.BufferedRandom, io.FileIO)):
+        yield from _file_blocks(source, block, file, in_place_min)
+        return
+    yield from iter_chunks(source, block=block, file=file)
+
+
+def _file_blocks(stream: BinaryIO, block: int, file: str | None, in_place_min: int) -> Iterator[Chunk | Block]:
+    try:
+        start = stream.tell()
+        mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        yield from _stream_chunks(stream, block, file)
+        return
+    if len(mapped) - start < in_place_min:
+        with mapped:
+            yield from _mapped_chunks(mapped, block, file, start)
+    else:
+        # Not closed here: blocks still being scanned hold views of it. It closes when the
+        # last of them is dropped.
+        mapped.madvise(mmap.MADV_SEQUENTIAL)
+        for begin, end in _cuts(mapped, block, start):
+            yield Block(mapped, begin, end, begin > start and mapped[begin - 1] not in (10, 13), file)
+    stream.seek(0, io.SEEK_END)
+
+
+def _cuts(mapped: mmap.mmap, block: int, pos: int) -> Iterator[tuple[int, int]]:
+    """Where `_stream_chunks` would cut the same bytes into chunks."""
+    size = len(mapped)
+    while pos < size:
+        limit = min(size, pos + block)
+        end = mapped.rfind(b"\n", pos, limit) + 1
+        while not end and limit < size and limit - pos <= MAX_CARRY:  # a long line: look further
+            limit = min(size, limit + block)
+            end = mapped.rfind(b"\n", pos, limit) + 1
+        if not end:
+            end = pos + _cut(mapped[pos:limit]) if limit < size or limit - pos > MAX_CARRY else size
+        yield pos, end
+        pos = end
+
+
 def _cut(buf: bytes) -> int:
     """Where to cut one line longer than we hold: at a frame break if there is one."""
     end = buf.rfind(b"\r") + 1 or len(buf)
@@ -118,17 +215,10 @@ def _cut(buf: bytes) -> int:
 def _mapped_chunks(mapped: mmap.mmap, block: int, file: str | None, pos: int = 0) -> Iterator[Chunk]:
     """The chunks `_stream_chunks` would make of the same bytes, cut out of a mapping."""
     mapped.madvise(mmap.MADV_SEQUENTIAL)
-    size, line, mid_frame = len(mapped), 1, False
+    line, mid_frame = 1, False
     released = pos - pos % mmap.PAGESIZE
-    while pos < size:
-        limit = min(size, pos + block)
-        end = mapped.rfind(b"\n", pos, limit) + 1
-        while not end and limit < size and limit - pos <= MAX_CARRY:  # a long line: look further
-            limit = min(size, limit + block)
-            end = mapped.rfind(b"\n", pos, limit) + 1
-        if not end:
-            end = pos + _cut(mapped[pos:limit]) if limit < size or limit - pos > MAX_CARRY else size
-        data = mapped[pos:end]
+    for start, end in _cuts(mapped, block, pos):
+        data = mapped[start:end]
         # Mapped pages count as ours until dropped: drop those read, so memory stays a few
         # chunks however large the file (the page cache keeps them for everyone).
         done = end - end % mmap.PAGESIZE
@@ -139,7 +229,6 @@ def _mapped_chunks(mapped: mmap.mmap, block: int, file: str | None, pos: int = 0
         yield Chunk(strip_ansi(data), line, mid_frame, newlines, file)
         line += newlines
         mid_frame = not data.endswith((b"\n", b"\r"))
-        pos = end
 
 
 def _stream_chunks(stream: BinaryIO, block: int, file: str | None) -> Iterator[Chunk]:

@@ -8,8 +8,8 @@ from pathlib import Path
 import regex
 
 from app.core.library import Library
-from app.core.matcher import matching_lines, scan_file
-from app.core.reader import iter_chunks
+from app.core.matcher import FileScan, matching_lines, scan_file
+from app.core.reader import Block, Chunk, count_newlines, iter_blocks, iter_chunks
 from bench.loggen import generate
 from tests.core.conftest import library, signature
 
@@ -91,3 +91,42 @@ def test_a_hit_is_recorded_with_the_frame_that_matches() -> None:
     (hits,) = [h for i, h in scan.hits.items() if any(r.signature == "t.killed" for r in lib.rules[i])]
     assert hits.count == 1 and hits.lines == [2]
     assert [h.line.text for h in hits.first] == ["Killed"]
+
+
+def _signature_of(scan: FileScan) -> tuple[object, ...]:
+    return (
+        scan.bytes,
+        scan.lines,
+        scan.progress,
+        scan.versions,
+        [(x.no, x.text) for x in scan.edge_lines],
+        {
+            i: (h.count, h.lines, h.last_line, [(x.line.no, x.line.text, x.span) for x in h.first])
+            for i, h in scan.hits.items()
+        },
+    )
+
+
+def test_a_large_file_scanned_in_place_gives_what_chunks_give(shipped_library: Library, tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    generate(log, 400_000, seed=7)
+    with log.open("ab") as out:  # escape sequences force a read; a last line without a newline
+        out.write(b"\x1b[31mRuntimeError: CUDA error: an illegal memory access was encountered\x1b[0m\nno newline")
+    chunks = scan_file(shipped_library, iter_chunks(log, block=16384), name="a", index=0, threads=1)
+    blocks = list(iter_blocks(log, block=16384, in_place_min=0))
+    assert any(isinstance(b, Block) for b in blocks) and len(blocks) > 10
+    for threads in (1, 2):
+        in_place = scan_file(shipped_library, iter(blocks), name="a", index=0, threads=threads)
+        assert _signature_of(in_place) == _signature_of(chunks)
+
+
+def test_a_small_file_and_a_stream_are_read_as_chunks(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_bytes(b"a\nb\n")
+    assert all(isinstance(c, Chunk) for c in iter_blocks(log))
+    assert all(isinstance(c, Chunk) for c in iter_blocks(io.BytesIO(b"a\nb\n"), in_place_min=0))
+
+
+def test_count_newlines_counts_in_place(tmp_path: Path) -> None:
+    data = b"x\n" * 1000 + b"\r\n\n" + bytes(range(256))
+    assert count_newlines(memoryview(data)) == data.count(b"\n")
