@@ -20,11 +20,9 @@ from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import Any
 
-import re2
-
 from app.core.library import Library
 from app.core.models import Line
-from app.core.re2calls import search_text
+from app.core.re2calls import find, search_text
 from app.core.reader import Block, Chunk, count_newlines, make_line
 from app.core.redact import DEFAULT, Redactor
 
@@ -91,9 +89,6 @@ def _plan(library: Library) -> _Plan:
     )
 
 
-_UNANCHORED = re2._Anchor.UNANCHORED
-
-
 @dataclass(slots=True)
 class _Probe:
     """Where the patterns hit in one chunk, before anything is recorded."""
@@ -139,15 +134,13 @@ class _FileScanner:
 
     def probe(self, item: Chunk | Block) -> _Probe:
         """Find where patterns hit in a chunk. Runs in worker threads: it only reads shared state."""
-        chunk: Chunk | None
         if isinstance(item, Block):
             view = item.view()
             if view is None:  # escape sequences to strip: read it
-                chunk = item.read(0)
-                probe, data = _Probe(item, chunk.newlines, chunk), chunk.data
+                read = item.read(0)
+                probe, data = _Probe(item, read.newlines, read), read.data
             else:  # scanned in place: no copy unless something needs locating
-                chunk, data = None, view
-                probe = _Probe(item, count_newlines(view), None)
+                probe, data = _Probe(item, count_newlines(view), None), view
         else:
             probe, data = _Probe(item, item.newlines, item), item.data
         scan, plan, library = self.scan, self.plan, self.library
@@ -299,12 +292,12 @@ def _frame(compiled: Any, data: bytes, start: int, end: int) -> tuple[int, int] 
     """
     if data.find(b"\r", start, end) < 0:
         return start, end
-    regexp, view = compiled._regexp, memoryview(data)
+    view = memoryview(data)
     pos = start
     while True:
         cr = data.find(b"\r", pos, end)
         stop = end if cr < 0 else cr
-        if regexp.Match(_UNANCHORED, view[pos:stop], 0, stop - pos)[0][0] >= 0:
+        if find(compiled, view[pos:stop]) >= 0:
             return pos, stop
         if cr < 0:
             return None
@@ -354,11 +347,11 @@ def _last_line(compiled: Any, chunk: Chunk) -> int | None:
 
 def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tuple[int, int]]:
     """The start of the first match of a pattern on each line of a chunk."""
-    # The raw RE2 object, given a memoryview: the wrapper's search() copies the whole
-    # chunk on every call, which made frequent patterns cost O(hits x chunk).
-    regexp, view, size = compiled._regexp, memoryview(data), len(data)
+    # On a memoryview: the wrapper's search() copies the whole chunk on every call,
+    # which made frequent patterns cost O(hits x chunk).
+    view, size = memoryview(data), len(data)
     while pos < size:
-        start = regexp.Match(_UNANCHORED, view, pos, size)[0][0]
+        start = find(compiled, view, pos, size)
         if start < 0:
             return
         yield start, idx

@@ -247,11 +247,11 @@ class Redactor:
     def _hit_lines(self, text: str) -> set[int]:
         """Indexes of the lines of a block on which some rule (or a PEM body) matches."""
         data = text.encode("utf-8", errors="surrogatepass")
-        regexp, size = self._block._regexp, len(data)
+        size = len(data)
         hits: set[int] = set()
         pos = line = counted = 0
         while pos < size:
-            start = regexp.Match(_UNANCHORED, data, pos, size)[0][0]
+            start = find(self._block, data, pos, size)
             if start < 0:
                 break
             line += data.count(b"\n", counted, start)
