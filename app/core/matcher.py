@@ -134,17 +134,17 @@ class _FileScanner:
 
     def probe(self, item: Chunk | Block) -> _Probe:
         """Find where patterns hit in a chunk. Runs in worker threads: it only reads shared state."""
-        if isinstance(item, Block):
-            view = item.view()
-            if view is None:  # escape sequences to strip: read it
-                read = item.read(0)
-                probe, data = _Probe(item, read.newlines, read), read.data
-            else:  # scanned in place: no copy unless something needs locating
-                probe, data = _Probe(item, count_newlines(view), None), view
-        else:
-            probe, data = _Probe(item, item.newlines, item), item.data
+        view = item.view() if isinstance(item, Block) else None
+        if view is not None:  # scanned in place: no copy unless something needs locating
+            probe, data = _Probe(item, 0, None), view
+        else:  # a chunk, or a block with escape sequences to strip
+            chunk = item if isinstance(item, Chunk) else item.read(0)
+            probe, data = _Probe(item, chunk.newlines, chunk), chunk.data
         scan, plan, library = self.scan, self.plan, self.library
-        for idx in library.prefilter.Match(data) or ():  # RE2 releases the GIL while it scans
+        found = library.prefilter.Match(data) or ()  # RE2 releases the GIL while it scans
+        if view is not None:  # after the scan: numpy's first import overlaps the other thread's scan
+            probe.newlines = count_newlines(view)
+        for idx in found:
             if idx in plan.progress:
                 probe.progress = True
                 continue
