@@ -107,7 +107,7 @@ def _file_chunks(stream: BinaryIO, block: int, file: str | None) -> Iterator[Chu
     stream.seek(0, io.SEEK_END)  # consumed, as reading it would have left it
 
 
-IN_PLACE_MIN = 128 << 20  # files this large are scanned in place: below, importing numpy costs more than it saves
+IN_PLACE_MIN = 64 << 20  # files at least this large are scanned in place, never copied whole
 
 
 @dataclass(frozen=True, slots=True)
