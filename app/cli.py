@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import click
 
 from app import __version__
-from app.config import Settings
+from app.config import Settings, usable_cores
 from app.core.diagnose import diagnose_many
 from app.core.formats import render_github, render_junit, render_sarif
 from app.core.library import TAXONOMY_FILE, Library, load_library
@@ -33,6 +33,11 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
+
+
+def scan_threads() -> int:
+    """Threads that scan one large log: one per core, at least two, at most eight (a chunk each in flight)."""
+    return min(8, max(2, usable_cores()))
 
 
 def _library(signatures: Path | None) -> Library:
@@ -232,7 +237,7 @@ def diagnose(
         else:
             library = _library(signatures)
             with _open_logs(logs) as opened:
-                result = diagnose_many(opened, library, top=top)
+                result = diagnose_many(opened, library, top=top, threads=scan_threads())
     except RemoteError as exc:
         raise click.ClickException(str(exc)) from exc
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:

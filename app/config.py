@@ -21,6 +21,12 @@ def _user_cache() -> Path:
 ENV_PREFIX = "TRACELORE_"
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, not the machine's count)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores)
+
+
 class Settings(BaseModel):
     """Service and CLI settings. Every field is documented in README.md.
 

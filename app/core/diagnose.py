@@ -14,13 +14,18 @@ from app.errors import EmptyLog
 
 
 def scan_sources(
-    sources: Sequence[tuple[str | None, Source]], library: Library, *, redactor: Redactor = DEFAULT
+    sources: Sequence[tuple[str | None, Source]],
+    library: Library,
+    *,
+    redactor: Redactor = DEFAULT,
+    threads: int = 2,
 ) -> list[FileScan]:
     """One pass of the library over each source (file names and picked-out lines redacted)."""
     scans = []
     for i, (name, source) in enumerate(sources):
         shown = redactor.line(name).text if name else name
-        scans.append(scan_file(library, iter_blocks(source, file=shown), name=shown, index=i, redactor=redactor))
+        chunks = iter_blocks(source, file=shown)
+        scans.append(scan_file(library, chunks, name=shown, index=i, redactor=redactor, threads=threads))
     return scans
 
 
@@ -31,10 +36,18 @@ def diagnose(
     top: int | None = None,
     name: str | None = None,
     redactor: Redactor = DEFAULT,
+    threads: int = 2,
 ) -> Diagnosis:
-    """Diagnose one log: a path, bytes or a binary stream. Secrets never reach the result."""
+    """Diagnose one log: a path, bytes or a binary stream. Secrets never reach the result.
+
+    `threads` scan a large log's chunks at once (the engine runs without the GIL).
+    """
     return diagnose_many(
-        [(name if name is not None else source_name(source), source)], library, top=top, redactor=redactor
+        [(name if name is not None else source_name(source), source)],
+        library,
+        top=top,
+        redactor=redactor,
+        threads=threads,
     )
 
 
@@ -44,9 +57,10 @@ def diagnose_many(
     *,
     top: int | None = None,
     redactor: Redactor = DEFAULT,
+    threads: int = 2,
 ) -> Diagnosis:
     """Diagnose the logs of one job (e.g. one file per rank) as a whole."""
-    scans = scan_sources(sources, library, redactor=redactor)
+    scans = scan_sources(sources, library, redactor=redactor, threads=threads)
     if not any(s.bytes for s in scans) or all(s.blank for s in scans):
         raise EmptyLog("the log is empty: there is nothing to diagnose")
     return assemble(scans, library, top=top)

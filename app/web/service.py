@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import time
 import zlib
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from typing import IO
 import anyio
 import anyio.to_thread
 
+from app.config import usable_cores
 from app.core.diagnose import diagnose
 from app.core.excerpt import Excerpt, diagnose_excerpt, excerpt_windows
 from app.core.library import Library
@@ -35,8 +35,7 @@ def diagnosis_threads() -> int:
     second, they take turns (every thread's log finishes late) and keep the event loop and the
     short database transactions waiting for the GIL.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores)
+    return usable_cores()
 
 
 class Gate:

@@ -39,11 +39,12 @@ def test_threads_do_not_change_the_result(shipped_library: Library, tmp_path: Pa
     log = tmp_path / "train.log"
     generate(log, 300_000, seed=5)
     one = scan_file(shipped_library, iter_chunks(log, block=16384), name="a", index=0, threads=1)
-    two = scan_file(shipped_library, iter_chunks(log, block=16384), name="a", index=0, threads=2)
-    assert one.lines == two.lines and one.progress == two.progress
-    assert {i: (h.count, h.lines, [x.line.no for x in h.first]) for i, h in one.hits.items()} == {
-        i: (h.count, h.lines, [x.line.no for x in h.first]) for i, h in two.hits.items()
-    }
+    for threads in (2, 4):
+        many = scan_file(shipped_library, iter_chunks(log, block=16384), name="a", index=0, threads=threads)
+        assert one.lines == many.lines and one.progress == many.progress
+        assert {i: (h.count, h.lines, [x.line.no for x in h.first]) for i, h in one.hits.items()} == {
+            i: (h.count, h.lines, [x.line.no for x in h.first]) for i, h in many.hits.items()
+        }
 
 
 # Anchors, bounded repeats, classes holding ^ $ { and patterns that could run across a CR.
