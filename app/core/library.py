@@ -8,6 +8,7 @@ error at a time).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import secrets
@@ -112,10 +113,19 @@ class Library:
     index: Mapping[str, int] = field(repr=False)  # regex -> engine index
     prefilter: Any = field(repr=False)  # RE2 Set of all regexes, relaxed: which may hit in a chunk
     paths: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
-    kinds: Mapping[str, frozenset[int]] = field(default_factory=lambda: MappingProxyType({}), repr=False)
 
     def __len__(self) -> int:
         return len(self.signatures)
+
+    @functools.cached_property
+    def kinds(self) -> Mapping[str, frozenset[int]]:
+        """Per rule kind, the indexes of the patterns some rule of that kind uses."""
+        return MappingProxyType(
+            {
+                k: frozenset(i for i, rules in enumerate(self.rules) if any(r.kind == k for r in rules))
+                for k in get_args(PatternKind)
+            }
+        )
 
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: ~10x faster
@@ -192,10 +202,17 @@ def _parse(text: str, path: Path) -> tuple[Signature | None, Any, list[Issue]]:
     return sig, data, []
 
 
+_MULTILINE = "patterns match one line; remove the newline"
+
+
+def _spans_lines(pattern: str) -> bool:
+    return "\n" in pattern or "\\n" in pattern
+
+
 def _compile_engines(pattern: str) -> tuple[Any, Any] | str:
     """The pattern compiled for raw chunks and for decoded lines, or why it cannot be."""
-    if "\n" in pattern or "\\n" in pattern:
-        return "patterns match one line; remove the newline"
+    if _spans_lines(pattern):
+        return _MULTILINE
     try:
         return compile_re2(pattern), compile_text(pattern)
     except re2.error as exc:
@@ -204,8 +221,8 @@ def _compile_engines(pattern: str) -> tuple[Any, Any] | str:
 
 def _set_problem(prefilter: Any, pattern: str) -> str | None:
     """Add a pattern to the Set, or say why it cannot be: compiling it alone tells."""
-    if "\n" in pattern or "\\n" in pattern:
-        return "patterns match one line; remove the newline"
+    if _spans_lines(pattern):
+        return _MULTILINE
     try:
         prefilter.Add(_scan_pattern(pattern, relax=True))
     except re2.error:
@@ -216,7 +233,7 @@ def _set_problem(prefilter: Any, pattern: str) -> str | None:
 
 def pattern_problem(pattern: str) -> str | None:
     """Why a pattern cannot be used, or None: it must compile for RE2 and for `regex`."""
-    if "\n" not in pattern and "\\n" not in pattern:
+    if not _spans_lines(pattern):
         try:
             regex.compile(pattern)
         except regex.error as exc:
@@ -233,11 +250,6 @@ def _signature_patterns(sig: Signature) -> Iterable[tuple[str, Rule]]:
                 yield companion, Rule("near", sig.id, f"{p.name}.near[{i}]")
     for i, ex in enumerate(sig.excludes):
         yield ex.regex, Rule("exclude", sig.id, f"excludes[{i}]")
-
-
-def _used_as(users: list[list[Rule]], kind: str) -> frozenset[int]:
-    """Indexes of the patterns some rule of this kind uses."""
-    return frozenset(i for i, rules in enumerate(users) if any(r.kind == kind for r in rules))
 
 
 def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] | None = None) -> Library:
@@ -282,7 +294,6 @@ def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] 
         index=MappingProxyType(dict(order)),
         prefilter=prefilter,
         paths=MappingProxyType(dict(paths or {})),
-        kinds=MappingProxyType({k: _used_as(users, k) for k in get_args(PatternKind)}),
     )
 
 
