@@ -421,8 +421,11 @@ def build_site_command(out: Path, base_url: str, service_url: str | None, signat
 def _register_authoring() -> None:
     from app.cli_authoring import example, explain_command
 
+    from app.cli_corpus import corpus
+
     main.add_command(explain_command)
     main.add_command(example)
+    main.add_command(corpus)
 
 
 _register_authoring()
