@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install serve test lint fmt pytest bench docker clean
+.PHONY: install serve test lint eval fmt pytest bench docker clean
 
 install: $(VENV)/.installed
 
@@ -21,10 +21,13 @@ lint: install  ## formatting, static checks and the signature library
 	$(BIN)/ruff check .
 	$(BIN)/tracelore lint --fail-on-warnings
 
+eval: install  ## the library measured on the corpus of real logs (fails below tests/corpus/thresholds.yaml)
+	$(BIN)/tracelore eval tests/corpus
+
 pytest: install
 	$(BIN)/pytest
 
-test: lint pytest  ## the whole test suite
+test: lint eval pytest  ## the whole test suite
 
 fmt: install
 	$(BIN)/ruff format .

@@ -420,12 +420,12 @@ def build_site_command(out: Path, base_url: str, service_url: str | None, signat
 
 def _register_authoring() -> None:
     from app.cli_authoring import example, explain_command
-
-    from app.cli_corpus import corpus
+    from app.cli_corpus import corpus, eval_command
 
     main.add_command(explain_command)
     main.add_command(example)
     main.add_command(corpus)
+    main.add_command(eval_command)
 
 
 _register_authoring()

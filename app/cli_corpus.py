@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
-from app.corpus import CorpusError, CaseSpec, add_case
+from app.corpus import CaseSpec, CorpusError, add_case
 
 DEFAULT_CORPUS = Path("tests/corpus")
 
@@ -75,3 +75,51 @@ def corpus_add(
     except CorpusError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"added {case.id}: {', '.join(p.name for p in case.logs)} ({spec.expected})")
+
+
+@click.command("eval")
+@click.argument("root", metavar="[CORPUS]", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CORPUS)
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.option("--only", default=None, metavar="SUBSTRING", help="Only the cases whose id contains SUBSTRING.")
+@click.option(
+    "--signatures",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Signature folder [TRACELORE_SIGNATURES_DIR].",
+)
+@click.option(
+    "--write-measured",
+    "record",
+    is_flag=True,
+    help="Write what was measured per signature to the library's measured.json (shown on its pages).",
+)
+def eval_command(root: Path, fmt: str, only: str | None, signatures: Path | None, record: bool) -> None:
+    """Measure the library on a corpus of labelled real logs (default: tests/corpus).
+
+    Prints top-1, top-3, collateral order, healthy logs clean, per-signature precision and
+    recall, the confusions and every miss. Exit status: 0 every figure is at or above the
+    corpus's thresholds.yaml, 1 one is below, 2 usage error or a malformed corpus.
+    """
+    from app.cli import _library
+    from app.config import Settings
+    from app.core.library import MEASURED_FILE
+    from app.corpus import load_corpus
+    from app.evaluate import evaluate, load_thresholds, render_json, render_text, write_measured
+
+    library = _library(signatures)
+    try:
+        cases = load_corpus(root, only=only)
+        thresholds = load_thresholds(root)
+    except CorpusError as exc:
+        raise click.ClickException("malformed corpus:\n  " + "\n  ".join(exc.problems)) from exc
+    if not cases:
+        raise click.ClickException(f"no cases in {root}" + (f" matching {only!r}" if only else ""))
+    if record and only:
+        raise click.UsageError("--write-measured measures the whole corpus: drop --only")
+    report = evaluate(cases, library)
+    click.echo(render_json(report, thresholds) if fmt == "json" else render_text(report, thresholds), nl=False)
+    if record:
+        target = (signatures or Settings().signatures_dir) / MEASURED_FILE
+        write_measured(target, report, library)
+        click.echo(f"wrote {target}", err=True)
+    sys.exit(1 if report.below(thresholds) else 0)

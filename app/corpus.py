@@ -54,7 +54,8 @@ class CorpusError(TraceloreError):
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
-        super().__init__("; ".join(self.problems[:5]) + (f" (+{len(self.problems) - 5} more)" if len(problems) > 5 else ""))
+        more = f" (+{len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
+        super().__init__("; ".join(self.problems[:5]) + more)
 
 
 class CaseSpec(BaseModel):
@@ -242,4 +243,3 @@ def add_case(
         if staging.exists():
             shutil.rmtree(staging)
     return load_case(target)
-

@@ -8,6 +8,7 @@ error at a time).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -25,10 +26,12 @@ from pydantic import ValidationError
 
 from app.core import builtin
 from app.core.rewrites import frame_anchors, relaxed
+from app.core.scoring import Measured
 from app.core.signature import Pattern, Signature
 from app.errors import Issue, LibraryError
 
 TAXONOMY_FILE = "taxonomy.yaml"  # the list of failure classes, beside the signature folders
+MEASURED_FILE = "measured.json"  # what `tracelore eval` measured per signature, beside them too
 
 PatternKind = Literal["fingerprint", "symptom", "near", "exclude", "error", "progress", "version"]
 
@@ -113,6 +116,8 @@ class Library:
     index: Mapping[str, int] = field(repr=False)  # regex -> engine index
     prefilter: Any = field(repr=False)  # RE2 Set of all regexes, relaxed: which may hit in a chunk
     paths: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
+    # What the corpus measured per signature, for this very version of the library (else empty).
+    measured: Mapping[str, Measured] = field(default_factory=lambda: MappingProxyType({}))
 
     def __len__(self) -> int:
         return len(self.signatures)
@@ -402,7 +407,26 @@ def load_library(root: Path, *, cache: Path | None = None) -> Library:
     loaded, issues = load_signatures(root, cache=cache)
     if issues:
         raise LibraryError(issues)
-    return build_library((s for _, s in loaded), paths={s.id: p for p, s in loaded})
+    library = build_library((s for _, s in loaded), paths={s.id: p for p, s in loaded})
+    measured = read_measured(root / MEASURED_FILE, library.version)
+    return dataclasses.replace(library, measured=MappingProxyType(measured)) if measured else library
+
+
+def read_measured(path: Path, version: str) -> dict[str, Measured]:
+    """Per signature, what the corpus measured, if it was measured on this version of the library.
+
+    Measurements of another version are not shown (they may no longer be true); a missing or
+    unreadable file measures nothing, as for a custom library with no corpus.
+    """
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if raw["library_version"] != version:
+            return {}
+        return {
+            sid: Measured(id=sid, **{k: int(v) for k, v in counts.items()}) for sid, counts in raw["signatures"].items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def pattern_of(sig: Signature, name: str) -> Pattern | None:

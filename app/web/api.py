@@ -20,7 +20,7 @@ from app.store.diagnoses import Record, Window, get_diagnosis, get_log, save_dia
 from app.web import quota
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, Subject, SubjectDep
 from app.web.problems import PROBLEM_JSON
-from app.web.schemas import DiagnosisRecord, SignatureSummary, Status
+from app.web.schemas import DiagnosisRecord, SignatureEntry, SignatureSummary, Status
 from app.web.service import Analysis, run_analysis
 from app.web.upload import read_upload
 
@@ -269,13 +269,13 @@ def list_signatures(request: Request, library: LibraryDep) -> list[SignatureSumm
     return [_summary(request, sig) for sig in library.signatures.values()]
 
 
-@router.get("/signatures/{signature_id}", response_model=Signature, responses={404: _PROBLEM})
-def read_signature(signature_id: str, library: LibraryDep) -> Signature:
-    """One failure class: its patterns and what to do about it."""
+@router.get("/signatures/{signature_id}", response_model=SignatureEntry, responses={404: _PROBLEM})
+def read_signature(signature_id: str, library: LibraryDep) -> SignatureEntry:
+    """One failure class: its patterns, what to do about it, and how often the corpus found it right."""
     sig = library.signatures.get(signature_id)
     if sig is None:
         raise NotFound(f"no signature {signature_id!r}; GET /api/v1/signatures lists them")
-    return sig
+    return SignatureEntry.of(sig, library)
 
 
 ops = APIRouter()

@@ -22,6 +22,7 @@ from app.core.library import Library
 from app.core.signature import Signature
 from app.errors import BadInput, NotFound
 from app.web import entries
+from app.web.schemas import SignatureEntry
 from app.web.search import MAX_QUERY, Results
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -193,6 +194,7 @@ class Site:
             inline=lambda text, facts=frozenset(): entries.inline(text, facts, link=link),
             paragraphs=lambda text: entries.paragraphs(text, link=link),
             highlight_code=self.highlight,
+            measured=self.library.measured.get(sig.id),
         )
 
     def render_tag(self, tag: str, links: Links, *, base: str = "") -> str:
@@ -261,7 +263,8 @@ def _files(site: Site, *, base_url: str, service_url: str) -> Mapping[str, str]:
     for sig_id, sig in site.library.signatures.items():
         here = location("entry", sig_id)[1]
         out[here] = site.render_entry(sig_id, links(here), base=base_url)
-        out[location("entry_json", sig_id)[1]] = sig.model_dump_json(indent=2) + "\n"
+        entry = SignatureEntry.of(sig, site.library)
+        out[location("entry_json", sig_id)[1]] = entry.model_dump_json(indent=2) + "\n"
     for tag in site.tags:
         here = location("tag", tag)[1]
         out[here] = site.render_tag(tag, links(here), base=base_url)

@@ -1,0 +1,226 @@
+"""How good the library is on labelled logs: the figures `tracelore eval` reports.
+
+Pure: it takes what each case expected and what the diagnosis answered, and counts.
+Reading the corpus and running `diagnose()` is the caller's business (app/evaluate.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+NOTHING = "nothing"  # what a miss "got" when the diagnosis named no failure
+FIGURES = ("top1", "top3", "collateral_order", "healthy_clean")
+MIN_CASES = 3  # fewer real logs than this say too little about a signature
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
+
+
+def _logs(n: int) -> str:
+    return _plural(n, "log")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One case: what it expected and what the diagnosis ranked."""
+
+    case: str
+    expected: str  # a taxonomy id, or "none" for a healthy run
+    accepted: frozenset[str]  # expected and its acceptable alternatives
+    collateral: tuple[str, ...]  # the echoes the log holds
+    ranked: tuple[str, ...]  # candidate ids, in the diagnosis's order
+    likely: frozenset[str]  # the candidates at band `likely`
+    tags: tuple[str, ...] = ()
+
+    @property
+    def healthy(self) -> bool:
+        return self.expected == "none"
+
+    @property
+    def top(self) -> str:
+        return self.ranked[0] if self.ranked else NOTHING
+
+    @property
+    def right(self) -> bool:
+        return not self.healthy and self.top in self.accepted
+
+    @property
+    def in_top3(self) -> bool:
+        return not self.healthy and any(r in self.accepted for r in self.ranked[:3])
+
+    @property
+    def collateral_ordered(self) -> bool:
+        """The expected failure is found and ranked above every echo the diagnosis lists."""
+        found = [i for i, r in enumerate(self.ranked) if r in self.accepted]
+        if not found:
+            return False
+        echoes = [i for i, r in enumerate(self.ranked) if r in self.collateral and r not in self.accepted]
+        return all(found[0] < i for i in echoes)
+
+    @property
+    def clean(self) -> bool:
+        """A healthy run with no failure named at `likely`."""
+        return self.healthy and not self.likely
+
+
+@dataclass(frozen=True)
+class Ratio:
+    hits: int
+    total: int
+
+    @property
+    def value(self) -> float | None:
+        return self.hits / self.total if self.total else None
+
+    def __str__(self) -> str:
+        return f"{self.value:.3f} ({self.hits}/{self.total})" if self.total else "n/a (0 cases)"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the corpus measured for one signature."""
+
+    id: str
+    cases: int = 0  # failure logs whose first failure is this class
+    recognised: int = 0  # of those, named first
+    named_wrongly: int = 0  # logs of another failure where this one was named first
+    false_alarms: int = 0  # healthy logs where this one was named at `likely`
+    healthy: int = 0  # healthy logs in the corpus
+
+    @property
+    def recall(self) -> float | None:
+        return self.recognised / self.cases if self.cases else None
+
+    @property
+    def precision(self) -> float | None:
+        named = self.recognised + self.named_wrongly
+        return self.recognised / named if named else None
+
+    @property
+    def enough(self) -> bool:
+        """Enough real logs behind the figures to say something."""
+        return self.cases >= MIN_CASES
+
+    def sentence(self) -> str:
+        """The figures in words, as a reader sees them on the signature's page."""
+        if not self.cases:
+            said = "No real log of this failure is in the corpus yet"
+        else:
+            said = f"Recognised {self.recognised} of {self.cases} real {_logs(self.cases)}"
+        said += f"; named wrongly in {self.named_wrongly} {_logs(self.named_wrongly)} of other failures"
+        if self.false_alarms:
+            said += f"; {self.false_alarms} false {_plural(self.false_alarms, 'alarm')} in {self.healthy} healthy logs."
+        else:
+            said += f"; no false alarm in {self.healthy} healthy {_logs(self.healthy)}."
+        if self.cases and not self.enough:
+            said += f" Fewer than {MIN_CASES} real logs are behind these figures: too few to trust them yet."
+        return said
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "cases": self.cases,
+            "recognised": self.recognised,
+            "named_wrongly": self.named_wrongly,
+            "false_alarms": self.false_alarms,
+            "healthy": self.healthy,
+        }
+
+
+@dataclass(frozen=True)
+class Miss:
+    case: str
+    expected: str
+    got: str  # the top candidate, `nothing`, or for a healthy run the false alarm(s)
+    ranked: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every figure of one evaluation."""
+
+    top1: Ratio
+    top3: Ratio
+    collateral_order: Ratio
+    healthy_clean: Ratio
+    signatures: Mapping[str, Measured]
+    layers: Mapping[str, tuple[Ratio, Ratio]]  # layer -> (top1, top3)
+    confusions: Sequence[tuple[str, str, int]]  # expected, got, count; most frequent first
+    misses: Sequence[Miss]
+    unknown_classes: Mapping[str, int]  # expected ids the library has no signature for -> cases
+    cases: int
+    failures: int
+    tags: Mapping[str, int] = field(default_factory=dict)
+
+    def figure(self, name: str) -> float | None:
+        ratio: Ratio = getattr(self, name)
+        return ratio.value
+
+    def below(self, thresholds: Mapping[str, float]) -> list[str]:
+        """The figures under their threshold, as sentences."""
+        failed = []
+        for name, minimum in thresholds.items():
+            value = self.figure(name)
+            if value is not None and value + 1e-9 < minimum:
+                failed.append(f"{name} {value:.3f} is below the threshold {minimum:.3f}")
+        return failed
+
+
+def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: Iterable[str]) -> Report:
+    """Count the figures over outcomes. `layer_of` maps an id to its layer; `known` are the library's ids."""
+    items = list(outcomes)
+    known_ids = set(known)
+    failures = [o for o in items if not o.healthy]
+    healthy = [o for o in items if o.healthy]
+    with_echoes = [o for o in failures if o.collateral]
+
+    measured: dict[str, Counter[str]] = defaultdict(Counter)
+    for o in failures:
+        measured[o.expected]["cases"] += 1
+        if o.right:
+            measured[o.expected]["recognised"] += 1
+        elif o.top != NOTHING:
+            measured[o.top]["named_wrongly"] += 1
+    for o in healthy:
+        for sig in o.likely:
+            measured[sig]["false_alarms"] += 1
+    for sig in known_ids:
+        measured[sig]  # every signature gets a row, measured or not
+    signatures = {
+        sig: Measured(id=sig, healthy=len(healthy), **{k: counts[k] for k in counts})
+        for sig, counts in sorted(measured.items())
+    }
+
+    by_layer: dict[str, list[Outcome]] = defaultdict(list)
+    for o in failures:
+        by_layer[layer_of.get(o.expected, "unknown")].append(o)
+    layers = {
+        layer: (_ratio(group, lambda o: o.right), _ratio(group, lambda o: o.in_top3))
+        for layer, group in sorted(by_layer.items())
+    }
+
+    misses = [Miss(o.case, o.expected, o.top, o.ranked) for o in failures if not o.right]
+    misses += [Miss(o.case, o.expected, ", ".join(sorted(o.likely)), o.ranked) for o in healthy if not o.clean]
+    confusions = Counter((m.expected, m.got) for m in misses)
+    unknown = Counter(o.expected for o in failures if o.expected not in known_ids)
+    tags = Counter(t for o in items for t in o.tags)
+    return Report(
+        top1=_ratio(failures, lambda o: o.right),
+        top3=_ratio(failures, lambda o: o.in_top3),
+        collateral_order=_ratio(with_echoes, lambda o: o.collateral_ordered),
+        healthy_clean=_ratio(healthy, lambda o: o.clean),
+        signatures=signatures,
+        layers=layers,
+        confusions=sorted(((e, g, n) for (e, g), n in confusions.items()), key=lambda t: (-t[2], t[0], t[1])),
+        misses=sorted(misses, key=lambda m: (m.expected, m.case)),
+        unknown_classes=dict(sorted(unknown.items())),
+        cases=len(items),
+        failures=len(failures),
+        tags=dict(sorted(tags.items())),
+    )
+
+
+def _ratio(items: Sequence[Outcome], test: Callable[[Outcome], bool]) -> Ratio:
+    return Ratio(sum(1 for o in items if test(o)), len(items))

@@ -1,0 +1,168 @@
+"""`tracelore eval`: the real `diagnose()` over the corpus, scored, rendered and checked.
+
+Also writes and reads what the corpus measured per signature (`measured.json` beside
+the signatures), which the encyclopedia shows on every entry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.core.diagnose import diagnose_many
+from app.core.library import Library
+from app.core.scoring import FIGURES, Outcome, Report, score
+from app.corpus import Case, CorpusError
+from app.errors import TraceloreError
+
+THRESHOLDS_FILE = "thresholds.yaml"
+
+
+def run_case(case: Case, library: Library) -> Outcome:
+    """Diagnose one case's logs as one job."""
+    handles = [path.open("rb") for path in case.logs]
+    try:
+        names = [p.name if len(case.logs) > 1 else None for p in case.logs]
+        try:
+            d = diagnose_many(list(zip(names, handles, strict=True)), library, threads=1)
+        except TraceloreError:
+            ranked: tuple[str, ...] = ()
+            likely: frozenset[str] = frozenset()
+        else:
+            ranked = tuple(c.id for c in d.candidates)
+            likely = frozenset(c.id for c in d.candidates if c.band == "likely")
+    finally:
+        for handle in handles:
+            handle.close()
+    return Outcome(
+        case=case.id,
+        expected=case.spec.expected,
+        accepted=case.accepted,
+        collateral=case.spec.collateral,
+        ranked=ranked,
+        likely=likely,
+        tags=case.spec.tags,
+    )
+
+
+def evaluate(cases: Sequence[Case], library: Library) -> Report:
+    outcomes = [run_case(case, library) for case in cases]
+    layer_of = {sid: sig.layer for sid, sig in library.signatures.items()}
+    return score(outcomes, layer_of=layer_of, known=library.signatures)
+
+
+def load_thresholds(root: Path) -> dict[str, float]:
+    """The minimum figures CI holds the corpus to (`thresholds.yaml`; none when absent)."""
+    path = root / THRESHOLDS_FILE
+    if not path.is_file():
+        return {}
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, dict):
+        raise CorpusError([f"{path}: must map figure names to minimum values"])
+    problems = [f"{path}: unknown figure {k!r} (known: {', '.join(FIGURES)})" for k in raw if k not in FIGURES]
+    problems += [
+        f"{path}: {k} must be a number from 0 to 1"
+        for k, v in raw.items()
+        if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v <= 1
+    ]
+    if problems:
+        raise CorpusError(problems)
+    return {k: float(v) for k, v in raw.items()}
+
+
+def measured_document(report: Report, library: Library) -> dict[str, Any]:
+    """What `measured.json` holds: per signature of the library, the corpus's counts."""
+    return {
+        "library_version": library.version,
+        "cases": report.cases,
+        "failures": report.failures,
+        "healthy": report.healthy_clean.total,
+        "signatures": {sid: report.signatures[sid].as_dict() for sid in sorted(library.signatures)},
+    }
+
+
+def write_measured(path: Path, report: Report, library: Library) -> None:
+    text = json.dumps(measured_document(report, library), indent=1, sort_keys=True) + "\n"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+# -- rendering -------------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "  n/a" if value is None else f"{value:5.3f}"
+
+
+def render_text(report: Report, thresholds: Mapping[str, float], *, worst: int = 10) -> str:
+    out = [
+        f"{report.cases} cases: {report.failures} failed runs, {report.healthy_clean.total} healthy",
+        "",
+    ]
+    for name in FIGURES:
+        ratio = getattr(report, name)
+        limit = thresholds.get(name)
+        mark = "" if limit is None else f"  (threshold {limit:.3f}{', BELOW' if report.below({name: limit}) else ''})"
+        out.append(f"{name:<17} {ratio}{mark}")
+    if report.layers:
+        out += ["", "by layer (top-1, top-3):"]
+        for layer, (top1, top3) in report.layers.items():
+            out.append(f"  {layer:<22} {top1}   {top3}")
+    measured = [m for m in report.signatures.values() if m.cases or m.named_wrongly or m.false_alarms]
+    if measured:
+        out += ["", "per signature: recall (recognised/cases), precision, named wrongly, false alarms in healthy logs"]
+        for m in sorted(measured, key=lambda m: (m.recall if m.recall is not None else 2, m.id)):
+            out.append(
+                f"  {m.id:<36} {_pct(m.recall)} ({m.recognised}/{m.cases})  {_pct(m.precision)}"
+                f"  wrong {m.named_wrongly}  false alarms {m.false_alarms}"
+            )
+    if report.unknown_classes:
+        out += ["", "expected classes the library has no signature for:"]
+        out += [f"  {sid} ({n} cases)" for sid, n in report.unknown_classes.items()]
+    if report.confusions:
+        out += ["", "confusions (expected -> got):"]
+        out += [f"  {n:3d}  {e} -> {g}" for e, g, n in report.confusions[: max(worst, 20)]]
+    if report.misses:
+        out += ["", "misses:"]
+        out += [f"  {m.case}: expected {m.expected}, got {m.got}" for m in report.misses]
+    if report.tags:
+        out += ["", "kinds of log: " + ", ".join(f"{t} {n}" for t, n in report.tags.items())]
+    failed = report.below(thresholds)
+    out += ["", "FAILED: " + "; ".join(failed) if failed else "all figures at or above their thresholds"]
+    return "\n".join(out) + "\n"
+
+
+def render_json(report: Report, thresholds: Mapping[str, float]) -> str:
+    body = {
+        "cases": report.cases,
+        "failures": report.failures,
+        "figures": {
+            name: {
+                "value": getattr(report, name).value,
+                "hits": getattr(report, name).hits,
+                "total": getattr(report, name).total,
+                "threshold": thresholds.get(name),
+            }
+            for name in FIGURES
+        },
+        "layers": {
+            layer: {"top1": top1.value, "top3": top3.value, "cases": top1.total}
+            for layer, (top1, top3) in report.layers.items()
+        },
+        "signatures": {
+            sid: {**m.as_dict(), "recall": m.recall, "precision": m.precision} for sid, m in report.signatures.items()
+        },
+        "confusions": [{"expected": e, "got": g, "count": n} for e, g, n in report.confusions],
+        "misses": [
+            {"case": m.case, "expected": m.expected, "got": m.got, "ranked": list(m.ranked)} for m in report.misses
+        ],
+        "unknown_classes": dict(report.unknown_classes),
+        "tags": dict(report.tags),
+        "below": report.below(thresholds),
+    }
+    return json.dumps(body, indent=2) + "\n"

@@ -1,0 +1,218 @@
+"""`tracelore corpus add` and `tracelore eval`: a small corpus gives exactly its figures, and the
+measured counts reach the signature's page and JSON.
+
+The fixture corpus is cut from the library's own real match examples (each one's top candidate is
+its own signature, which the lint checks); its labels are what make a case right, wrong or a false
+alarm.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from app.cli import main
+from app.core.library import MEASURED_FILE, Library, load_library
+from app.corpus import CASE_FILE, CaseSpec, CorpusError, add_case, load_corpus
+from app.evaluate import evaluate, measured_document
+from tests.conftest import database_for
+from tests.support import REPO, LiveServer, live_server, make_settings
+
+CORPUS = REPO / "tests" / "corpus"
+
+
+def run(*args: str, input: bytes | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), input=input)
+
+
+def example(library: Library, sig_id: str) -> bytes:
+    return library.signatures[sig_id].examples.match[0].log.encode()
+
+
+def write_case(root: Path, case_id: str, log: bytes, **spec: object) -> None:
+    spec = {"source": "https://example.org/thread/1", "notes": "labelled for the fixture corpus", **spec}
+    add_case(root, case_id, [("log", log)], CaseSpec.model_validate(spec))
+
+
+@pytest.fixture
+def small_corpus(tmp_path: Path, library: Library) -> Path:
+    """A right case, a wrong one and a healthy log with a false alarm."""
+    root = tmp_path / "corpus"
+    write_case(root, "right-oom", example(library, "cuda.oom"), expected="cuda.oom")
+    write_case(root, "wrong-truncated", example(library, "checkpoint.truncated"), expected="storage.disk_full")
+    write_case(root, "healthy-but-oom", example(library, "cuda.oom"), expected="none")
+    return root
+
+
+def test_eval_reports_exactly_the_small_corpus_figures(small_corpus: Path, signatures_dir: Path) -> None:
+    result = run("eval", str(small_corpus), "--format", "json", "--signatures", str(signatures_dir))
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    figures = {name: (f["hits"], f["total"]) for name, f in body["figures"].items()}
+    assert figures == {"top1": (1, 2), "top3": (1, 2), "collateral_order": (0, 0), "healthy_clean": (0, 1)}
+    assert body["signatures"]["cuda.oom"] | {"recall": None, "precision": None} == {
+        "cases": 1,
+        "recognised": 1,
+        "named_wrongly": 0,
+        "false_alarms": 1,
+        "healthy": 1,
+        "recall": None,
+        "precision": None,
+    }
+    assert body["signatures"]["cuda.oom"]["recall"] == 1.0
+    assert body["signatures"]["checkpoint.truncated"]["named_wrongly"] == 1
+    assert body["signatures"]["checkpoint.truncated"]["precision"] == 0.0
+    assert body["signatures"]["storage.disk_full"]["cases"] == 1
+    assert body["signatures"]["storage.disk_full"]["recall"] == 0.0
+    assert body["confusions"] == [
+        {"expected": "none", "got": "cuda.oom", "count": 1},
+        {"expected": "storage.disk_full", "got": "checkpoint.truncated", "count": 1},
+    ]
+    assert {m["case"] for m in body["misses"]} == {"wrong-truncated", "healthy-but-oom"}
+
+
+def test_eval_text_names_each_miss_and_only_filters(small_corpus: Path, signatures_dir: Path) -> None:
+    text = run("eval", str(small_corpus), "--signatures", str(signatures_dir)).output
+    assert "top1              0.500 (1/2)" in text
+    assert "wrong-truncated: expected storage.disk_full, got checkpoint.truncated" in text
+    assert "healthy-but-oom: expected none, got cuda.oom" in text
+    only = json.loads(run("eval", str(small_corpus), "--only", "right", "--format", "json").output)
+    assert only["cases"] == 1 and only["figures"]["top1"]["value"] == 1.0
+
+
+def test_eval_exits_1_below_a_threshold_and_0_at_it(small_corpus: Path, signatures_dir: Path) -> None:
+    (small_corpus / "thresholds.yaml").write_text("top1: 0.5\nhealthy_clean: 0.0\n")
+    assert run("eval", str(small_corpus), "--signatures", str(signatures_dir)).exit_code == 0
+    (small_corpus / "thresholds.yaml").write_text("top1: 0.6\n")
+    result = run("eval", str(small_corpus), "--signatures", str(signatures_dir))
+    assert result.exit_code == 1
+    assert "FAILED: top1 0.500 is below the threshold 0.600" in result.output
+
+
+def test_a_malformed_corpus_is_refused_with_every_problem_located(tmp_path: Path) -> None:
+    root = tmp_path / "corpus" / "cases"
+    (root / "no-log").mkdir(parents=True)
+    (root / "no-log" / CASE_FILE).write_text("source: https://e.org/1\nexpected: cuda.oom\nnotes: why it is so\n")
+    (root / "bad-label").mkdir()
+    (root / "bad-label" / "log.txt").write_text("x\n")
+    (root / "bad-label" / CASE_FILE).write_text("source: my memory\nexpected: Out Of Memory\nnotes: why it is so\n")
+    result = run("eval", str(tmp_path / "corpus"))
+    assert result.exit_code == 2
+    assert "no-log: no log.txt" in result.output
+    assert "bad-label: source" in result.output and "bad-label: expected" in result.output
+    with pytest.raises(CorpusError):
+        load_corpus(tmp_path / "corpus")
+
+
+def test_thresholds_must_be_known_figures(small_corpus: Path) -> None:
+    (small_corpus / "thresholds.yaml").write_text("top_one: 0.9\n")
+    result = run("eval", str(small_corpus))
+    assert result.exit_code == 2 and "unknown figure 'top_one'" in result.output
+
+
+def test_corpus_add_redacts_and_refuses_to_overwrite(tmp_path: Path, library: Library) -> None:
+    log = tmp_path / "paste.txt"
+    secret = "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567"
+    log.write_bytes(example(library, "cuda.oom") + f"\nHF_TOKEN={secret}\n".encode())
+    args = ["corpus", "add", "gh-o-r-1", str(log), "--corpus", str(tmp_path / "c"), "--expected", "cuda.oom"]
+    args += ["--source", "https://github.com/o/r/issues/1", "--notes", "the thread found a batch too large"]
+    first = run(*args, "--collateral", "nccl.watchdog_timeout", "--tag", "multi-rank")
+    assert first.exit_code == 0, first.output
+    case_dir = tmp_path / "c" / "cases" if (tmp_path / "c" / "cases").is_dir() else tmp_path / "c"
+    stored = (case_dir / "gh-o-r-1" / "log.txt").read_text()
+    assert secret not in stored and "[REDACTED:" in stored
+    spec = yaml.safe_load((case_dir / "gh-o-r-1" / CASE_FILE).read_text())
+    assert spec["collateral"] == ["nccl.watchdog_timeout"] and spec["tags"] == ["multi-rank"]
+    again = run(*args)
+    assert again.exit_code == 2 and "exists already" in again.output
+    bad = run(*args[:-6], "--source", "from memory", "--expected", "cuda.oom", "--notes", "some reason here")
+    assert bad.exit_code == 2 and "public http(s) URL" in bad.output
+
+
+def test_per_rank_files_are_one_job(tmp_path: Path, library: Library) -> None:
+    root = tmp_path / "corpus"
+    pairs = [("rank1.log", example(library, "nccl.watchdog_timeout")), ("rank0.log", example(library, "cuda.oom"))]
+    spec = CaseSpec(
+        source="https://e.org/2", expected="cuda.oom", collateral=("nccl.watchdog_timeout",), notes="x" * 12
+    )
+    case = add_case(root, "two-ranks", pairs, spec)
+    assert [p.name for p in case.logs] == ["rank0.log", "rank1.log"]
+    report = evaluate(load_corpus(root), library)
+    assert (report.top1.hits, report.collateral_order.hits, report.collateral_order.total) == (1, 1, 1)
+
+
+@pytest.fixture
+def measured_library(small_corpus: Path, signatures_dir: Path, tmp_path: Path) -> Library:
+    copy = tmp_path / "signatures"
+    shutil.copytree(signatures_dir, copy)
+    result = run("eval", str(small_corpus), "--signatures", str(copy), "--write-measured")
+    assert result.exit_code == 0, result.output
+    return load_library(copy)
+
+
+def test_measured_counts_load_with_the_library_they_were_taken_on(measured_library: Library, tmp_path: Path) -> None:
+    oom = measured_library.measured["cuda.oom"]
+    assert (oom.cases, oom.recognised, oom.named_wrongly, oom.false_alarms, oom.healthy) == (1, 1, 0, 1, 1)
+    assert oom.sentence() == (
+        "Recognised 1 of 1 real log; named wrongly in 0 logs of other failures; 1 false alarm in 1 healthy logs."
+        " Fewer than 3 real logs are behind these figures: too few to trust them yet."
+    )
+    # Another version of the library (an edited signature) shows no stale figures.
+    root = measured_library.paths["cuda.oom"].parents[1]
+    path = measured_library.paths["cuda.oom"]
+    path.write_text(path.read_text().replace("title: CUDA out of memory", "title: CUDA out of device memory", 1))
+    assert load_library(root).measured == {}
+
+
+@pytest.fixture
+def measured_server(request: pytest.FixtureRequest, measured_library: Library, tmp_path: Path) -> Iterator[LiveServer]:
+    with live_server(make_settings(database_for("sqlite", request, tmp_path), tmp_path), measured_library) as live:
+        yield live
+
+
+def test_the_page_and_json_of_a_signature_show_what_was_measured(measured_server: LiveServer) -> None:
+    with measured_server.client() as c:
+        page = c.get("/failures/cuda.oom", headers={"Accept": "text/html"})
+        assert page.status_code == 200
+        assert "Measured on real logs:" in page.text and "Recognised 1 of 1 real log" in page.text
+        assert "too few to trust them yet" in page.text
+        entry = c.get("/api/v1/signatures/cuda.oom").json()
+        assert entry["measured"]["cases"] == 1 and entry["measured"]["false_alarms"] == 1
+        assert entry["measured"]["summary"].startswith("Recognised 1 of 1")
+        unmeasured = c.get("/api/v1/signatures/storage.disk_full").json()["measured"]
+        assert unmeasured["cases"] == 1 and unmeasured["recognised"] == 0
+
+
+def test_build_site_writes_the_measured_counts(measured_library: Library, tmp_path: Path) -> None:
+    root = measured_library.paths["cuda.oom"].parents[1]
+    out = tmp_path / "site"
+    assert run("build-site", str(out), "--signatures", str(root)).exit_code == 0
+    html = (out / "failures" / "cuda.oom.html").read_text()
+    assert "Recognised 1 of 1 real log" in html
+    entry = json.loads((out / "api" / "v1" / "signatures" / "cuda.oom.json").read_text())
+    assert entry["measured"]["recognised"] == 1
+
+
+def test_the_shipped_measurements_are_those_of_the_corpus(library: Library) -> None:
+    """signatures/measured.json is what `tracelore eval --write-measured` gives today."""
+    shipped = json.loads((REPO / "signatures" / MEASURED_FILE).read_text())
+    fresh = measured_document(evaluate(load_corpus(CORPUS), library), library)
+    assert shipped == fresh, "run `tracelore eval --write-measured` and commit signatures/measured.json"
+    assert library.measured, "the shipped library loads its measurements"
+
+
+def test_every_corpus_case_is_labelled_with_a_taxonomy_id(library: Library) -> None:
+    taxonomy = yaml.safe_load((REPO / "signatures" / "taxonomy.yaml").read_text())
+    known = {entry["id"] for entries in taxonomy.values() for entry in entries}
+    shared = REPO.parent / "shared" / "taxonomy.yaml"  # the product's full list, where present
+    if shared.is_file():
+        known |= {e["id"] for entries in yaml.safe_load(shared.read_text()).values() for e in entries}
+    for case in load_corpus(CORPUS):
+        ids = {case.spec.expected, *case.spec.also_ok, *case.spec.collateral} - {"none"}
+        assert ids <= known, f"{case.id}: {sorted(ids - known)} not in the taxonomy"
