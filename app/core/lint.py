@@ -16,6 +16,7 @@ import regex
 import yaml
 
 from app.core.diagnose import diagnose
+from app.core.fill import named, required
 from app.core.library import Library, build_library, load_signatures, pattern_problem
 from app.core.signature import Signature
 from app.core.versions import spec_problem
@@ -25,7 +26,6 @@ from app.errors import EmptyLog, Issue, LibraryError
 # Generous: catastrophic backtracking takes minutes, and a loaded machine must not fail the lint.
 BACKTRACK_BUDGET = 1.0
 _ADVERSARIAL_LEN = 20_000
-_PLACEHOLDER = regex.compile(r"\{([a-z][a-z0-9_]*)\}")
 _CAPTURE = regex.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
@@ -110,11 +110,23 @@ def _adversarial(pattern: str) -> Iterable[str]:
 
 
 def check_placeholders(sig: Signature, path: Path) -> Iterable[Issue]:
+    """A fact outside `[[ ]]` must be captured by every fingerprint; any fact by some pattern.
+
+    A candidate can fire on any one fingerprint, so only what all of them capture is sure to
+    be known; anything else would reach the reader as `{name}`.
+    """
     captures = {c for _, p in _each_pattern(sig) for c in _CAPTURE.findall(p)} | {"rank"}
-    for text in (*sig.fix, sig.verify):
-        for name in _PLACEHOLDER.findall(text):
-            if name not in captures:
-                yield Issue(path, None, f"fix/verify uses {{{name}}} but no pattern captures it", "warning")
+    sure = set.intersection(*(set(_CAPTURE.findall(p.regex)) for p in sig.fingerprints))
+    for field_name, text in (*(("fix", t) for t in sig.fix), ("verify", sig.verify), ("resume", sig.resume)):
+        for name in sorted(named(text) - captures):
+            yield Issue(path, None, f"{field_name} uses {{{name}}} but no pattern captures it", "warning")
+        for name in sorted((required(text) & captures) - sure):
+            yield Issue(
+                path,
+                None,
+                f"{field_name} uses {{{name}}}, which not every fingerprint captures:"
+                " put it in an optional part [[ ... ]] that reads well without it",
+            )
 
 
 def check_applies_to(sig: Signature, path: Path) -> Iterable[Issue]:

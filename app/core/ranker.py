@@ -20,6 +20,7 @@ from datetime import datetime
 
 import regex
 
+from app.core.fill import fill
 from app.core.library import Library
 from app.core.matcher import FileScan, LineHit, PatternHits
 from app.core.models import LIKELY, Candidate, Evidence, Unexplained
@@ -216,11 +217,6 @@ def _survived(f: Found, scans: Sequence[FileScan]) -> int:
     return best
 
 
-def _fill(text: str, facts: dict[str, str]) -> str:
-    """Replace {name} with captured facts; leave unknown braces alone (code keeps its braces)."""
-    return regex.sub(r"\{([a-z][a-z0-9_]*)\}", lambda m: facts.get(m[1], m[0]), text)
-
-
 def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]:
     """Give each found signature its role and order them best first."""
     terminal: list[Found] = []
@@ -354,9 +350,9 @@ def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -
         ],
         facts=f.facts,
         summary=sig.summary,
-        fix=[_fill(step, f.facts) for step in sig.fix],
-        verify=_fill(sig.verify, f.facts),
-        resume=sig.resume,
+        fix=[fill(step, f.facts) for step in sig.fix],
+        verify=fill(sig.verify, f.facts),
+        resume=fill(sig.resume, f.facts),
         path=f"/failures/{sig.id}",
     )
 

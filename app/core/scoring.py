@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 NOTHING = "nothing"  # what a miss "got" when the diagnosis named no failure
+NO_SIGNATURE = "(no signature yet)"  # the layer of an expected id the library does not know
 FIGURES = ("top1", "top3", "collateral_order", "healthy_clean")
 MIN_CASES = 3  # fewer real logs than this say too little about a signature
 
@@ -195,7 +196,7 @@ def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: It
 
     by_layer: dict[str, list[Outcome]] = defaultdict(list)
     for o in failures:
-        by_layer[layer_of.get(o.expected, "unknown")].append(o)
+        by_layer[layer_of.get(o.expected, NO_SIGNATURE)].append(o)
     layers = {
         layer: (_ratio(group, lambda o: o.right), _ratio(group, lambda o: o.in_top3))
         for layer, group in sorted(by_layer.items())

@@ -9,6 +9,7 @@ from datetime import datetime
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
+from app.core.fill import template
 from app.core.models import Evidence
 from app.resources import resource_dir
 from app.web.upload import human_bytes
@@ -83,4 +84,5 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters["marked"] = marked
     templates.env.filters["when"] = when
     templates.env.filters["bytes"] = human_bytes
+    templates.env.filters["template"] = template  # a fix text's optional parts shown as written
     return templates

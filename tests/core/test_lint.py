@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from app.core.library import load_library
+from app.core.library import Library, load_library
 from app.core.lint import Taxonomy, lint
 from app.errors import LibraryError
 
@@ -70,7 +71,7 @@ def test_a_sound_file_passes(tmp_path: Path) -> None:
         ({"related": ["no.such"]}, "related: unknown id 'no.such'"),
         ({"consequence_of": ["cuda.oom"]}, "consequence_of: refers to itself"),
         ({"applies_to": {"torch": "about 2"}}, "applies_to.torch: cannot read version range"),
-        ({"fix": ["Use {nothing}."]}, "warning: fix/verify uses {nothing} but no pattern captures it"),
+        ({"fix": ["Use {nothing}."]}, "warning: fix uses {nothing} but no pattern captures it"),
         (
             {"examples": {"match": [{"log": "all good", "source": "t"}], "no_match": [{"log": "fine", "source": "t"}]}},
             "examples.match[0] (t): expected cuda.oom on top, got nothing",
@@ -143,3 +144,15 @@ def test_load_library_raises_with_every_issue(tmp_path: Path) -> None:
 def test_skip_by_check_id(tmp_path: Path) -> None:
     write(tmp_path, good(fix=["Use {nothing}."]))
     assert lint(tmp_path, skip=["placeholders"]).issues == []
+
+
+def test_a_fact_not_every_fingerprint_captures_must_be_optional(tmp_path: Path, library: Library) -> None:
+    """A text that names a fact one fingerprint cannot give would show `{name}` to a reader."""
+    root = tmp_path / "signatures"
+    shutil.copytree(library.paths["mps.oom"].parents[1], root)
+    path = root / "memory" / "mps.oom.yaml"
+    text = path.read_text()
+    assert "[[; the failing request was {requested}]]" in text
+    path.write_text(text.replace("[[; the failing request was {requested}]]", "; the failing request was {requested}"))
+    report = lint(root)
+    assert any("{requested}, which not every fingerprint captures" in i.message for i in report.issues)

@@ -1,0 +1,33 @@
+"""Over every real log of the corpus, no report in any format shows an unfilled `{name}`."""
+
+from __future__ import annotations
+
+import re
+
+from app.cli import FORMATS, render
+from app.core.diagnose import diagnose_many
+from app.core.library import Library
+from app.corpus import load_corpus
+from tests.support import REPO
+
+PLACEHOLDER = re.compile(r"\{[a-z][a-z0-9_]*\}")
+
+
+def test_no_placeholder_reaches_any_format(library: Library) -> None:
+    cases = load_corpus(REPO / "tests" / "corpus")
+    leaks: list[str] = []
+    diagnosed = 0
+    for case in cases:
+        logs = [(p.name, p.read_bytes()) for p in case.logs]
+        d = diagnose_many(logs, library)
+        if not d.candidates:
+            continue
+        diagnosed += 1
+        in_log = {m for _, data in logs for m in PLACEHOLDER.findall(data.decode("utf-8", "replace"))}
+        for fmt in FORMATS:
+            out = render(d, fmt, base_url="https://tracelore.example.org")
+            leaked = set(PLACEHOLDER.findall(out)) - in_log
+            if leaked or ("[[" in out and not any("[[" in data.decode("utf-8", "replace") for _, data in logs)):
+                leaks.append(f"{case.id} ({fmt}): {sorted(leaked)}")
+    assert diagnosed > len(cases) // 2
+    assert not leaks, "\n".join(leaks[:20])
