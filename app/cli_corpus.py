@@ -88,28 +88,46 @@ def corpus_add(
     help="Signature folder [TRACELORE_SIGNATURES_DIR].",
 )
 @click.option(
+    "--baseline",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="An earlier `--format json` output: list the cases that changed (and exit 1 if any got worse).",
+)
+@click.option(
     "--write-measured",
     "record",
     is_flag=True,
     help="Write what was measured per signature to the library's measured.json (shown on its pages).",
 )
-def eval_command(root: Path, fmt: str, only: str | None, signatures: Path | None, record: bool) -> None:
+def eval_command(
+    root: Path, fmt: str, only: str | None, signatures: Path | None, baseline: Path | None, record: bool
+) -> None:
     """Measure the library on a corpus of labelled real logs (default: tests/corpus).
 
     Prints top-1, top-3, collateral order, healthy logs clean, per-signature precision and
-    recall, the confusions and every miss. Exit status: 0 every figure is at or above the
-    corpus's thresholds.yaml, 1 one is below, 2 usage error or a malformed corpus.
+    recall, the confusions and every miss. With --baseline, also the cases that changed since
+    an earlier run. Exit status: 0 every figure is at or above the corpus's thresholds.yaml
+    (and no case got worse than the baseline), 1 otherwise, 2 usage error or a malformed corpus.
     """
     from app.cli import _library
     from app.config import Settings
     from app.core.library import MEASURED_FILE
     from app.corpus import load_corpus
-    from app.evaluate import evaluate, load_thresholds, render_json, render_text, write_measured
+    from app.evaluate import (
+        evaluate,
+        load_thresholds,
+        read_baseline,
+        render_changes,
+        render_json,
+        render_text,
+        write_measured,
+    )
 
     library = _library(signatures)
     try:
         cases = load_corpus(root, only=only)
         thresholds = load_thresholds(root)
+        before = read_baseline(baseline) if baseline else None
     except CorpusError as exc:
         raise click.ClickException("malformed corpus:\n  " + "\n  ".join(exc.problems)) from exc
     if not cases:
@@ -118,8 +136,12 @@ def eval_command(root: Path, fmt: str, only: str | None, signatures: Path | None
         raise click.UsageError("--write-measured measures the whole corpus: drop --only")
     report = evaluate(cases, library)
     click.echo(render_json(report, thresholds) if fmt == "json" else render_text(report, thresholds), nl=False)
+    worse = False
+    if before is not None:
+        click.echo(render_changes(report, before), nl=False, err=fmt == "json")
+        worse = bool(report.changes(before)[0])
     if record:
         target = (signatures or Settings().signatures_dir) / MEASURED_FILE
         write_measured(target, report, library)
         click.echo(f"wrote {target}", err=True)
-    sys.exit(1 if report.below(thresholds) else 0)
+    sys.exit(1 if report.below(thresholds) or worse else 0)

@@ -166,16 +166,15 @@ def load_case(directory: Path) -> Case:
 
 
 def cases_dir(root: Path) -> Path:
-    """Where the case directories are: `ROOT/cases` when it exists, else ROOT itself."""
-    nested = root / "cases"
-    return nested if nested.is_dir() else root
+    """Where the case directories of a corpus are (beside its thresholds and generators)."""
+    return root / "cases"
 
 
 def load_corpus(root: Path, *, only: str | None = None) -> list[Case]:
     """Every case under root (sorted by id), all problems collected before failing."""
     base = cases_dir(root)
     if not base.is_dir():
-        raise CorpusError([f"{root}: no such corpus directory"])
+        raise CorpusError([f"{root}: not a corpus (no {base.name}/ directory of cases)"])
     cases: list[Case] = []
     problems: list[str] = []
     for directory in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):

@@ -137,6 +137,25 @@ def render_text(report: Report, thresholds: Mapping[str, float], *, worst: int =
     return "\n".join(out) + "\n"
 
 
+def read_baseline(path: Path) -> dict[str, bool]:
+    """Per case, whether an earlier `tracelore eval --format json` run got it right."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return {str(o["case"]): bool(o["ok"]) for o in raw["outcomes"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorpusError([f"{path}: not the JSON of a `tracelore eval --format json` run ({exc})"]) from None
+
+
+def render_changes(report: Report, before: Mapping[str, bool]) -> str:
+    """What changed against a baseline: a fix that wins one case and loses another shows both."""
+    worse, better = report.changes(before)
+    common = sum(1 for o in report.outcomes if o.case in before)
+    out = [f"against the baseline ({common} cases in both runs): {len(better)} now right, {len(worse)} now wrong"]
+    out += [f"  now right: {o.case} ({o.expected})" for o in better]
+    out += [f"  NOW WRONG: {o.case} (expected {o.expected}, got {o.top})" for o in worse]
+    return "\n".join(out) + "\n"
+
+
 def render_json(report: Report, thresholds: Mapping[str, float]) -> str:
     body = {
         "cases": report.cases,
@@ -164,5 +183,8 @@ def render_json(report: Report, thresholds: Mapping[str, float]) -> str:
         "unknown_classes": dict(report.unknown_classes),
         "tags": dict(report.tags),
         "below": report.below(thresholds),
+        "outcomes": [
+            {"case": o.case, "expected": o.expected, "ranked": list(o.ranked), "ok": o.ok} for o in report.outcomes
+        ],
     }
     return json.dumps(body, indent=2) + "\n"

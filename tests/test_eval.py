@@ -124,7 +124,7 @@ def test_corpus_add_redacts_and_refuses_to_overwrite(tmp_path: Path, library: Li
     args += ["--source", "https://github.com/o/r/issues/1", "--notes", "the thread found a batch too large"]
     first = run(*args, "--collateral", "nccl.watchdog_timeout", "--tag", "multi-rank")
     assert first.exit_code == 0, first.output
-    case_dir = tmp_path / "c" / "cases" if (tmp_path / "c" / "cases").is_dir() else tmp_path / "c"
+    case_dir = tmp_path / "c" / "cases"
     stored = (case_dir / "gh-o-r-1" / "log.txt").read_text()
     assert secret not in stored and "[REDACTED:" in stored
     spec = yaml.safe_load((case_dir / "gh-o-r-1" / CASE_FILE).read_text())
@@ -216,3 +216,21 @@ def test_every_corpus_case_is_labelled_with_a_taxonomy_id(library: Library) -> N
     for case in load_corpus(CORPUS):
         ids = {case.spec.expected, *case.spec.also_ok, *case.spec.collateral} - {"none"}
         assert ids <= known, f"{case.id}: {sorted(ids - known)} not in the taxonomy"
+
+
+def test_a_baseline_shows_each_case_that_changed(small_corpus: Path, signatures_dir: Path, tmp_path: Path) -> None:
+    """Relabelling a case turns it from right to wrong: the comparison names it and exits 1."""
+    before = run("eval", str(small_corpus), "--format", "json", "--signatures", str(signatures_dir))
+    baseline = tmp_path / "before.json"
+    baseline.write_text(before.output)
+    same = run("eval", str(small_corpus), "--baseline", str(baseline), "--signatures", str(signatures_dir))
+    assert same.exit_code == 0 and "0 now right, 0 now wrong" in same.output
+    spec = small_corpus / "cases" / "right-oom" / CASE_FILE
+    spec.write_text(spec.read_text().replace("expected: cuda.oom", "expected: host.oom_killed"))
+    spec = small_corpus / "cases" / "wrong-truncated" / CASE_FILE
+    spec.write_text(spec.read_text().replace("expected: storage.disk_full", "expected: checkpoint.truncated"))
+    changed = run("eval", str(small_corpus), "--baseline", str(baseline), "--signatures", str(signatures_dir))
+    assert changed.exit_code == 1
+    assert "1 now right, 1 now wrong" in changed.output
+    assert "now right: wrong-truncated (checkpoint.truncated)" in changed.output
+    assert "NOW WRONG: right-oom (expected host.oom_killed, got cuda.oom)" in changed.output

@@ -189,7 +189,9 @@ def check_examples(library: Library, sigs: Mapping[str, tuple[Path, Signature]])
                 yield Issue(path, None, f"examples.match[{i}]: empty")
                 continue
             ids = [c.id for c in result.candidates]
-            if sig.role == "collateral":
+            if sig.role == "benign":
+                ok = sig.id in {h.id for h in result.harmless} and sig.id not in ids
+            elif sig.role == "collateral":
                 ok = sig.id in ids
             else:
                 ok = bool(ids) and ids[0] == sig.id
@@ -205,7 +207,7 @@ def check_examples(library: Library, sigs: Mapping[str, tuple[Path, Signature]])
                 result = diagnose(example.log.encode(), library)
             except EmptyLog:
                 continue
-            if any(c.id == sig.id for c in result.candidates):
+            if any(c.id == sig.id for c in result.candidates) or any(h.id == sig.id for h in result.harmless):
                 yield Issue(
                     path,
                     None,

@@ -88,6 +88,21 @@ class Candidate(_Frozen):
     path: str = Field(description="encyclopedia path of the failure class")
 
 
+class Harmless(_Frozen):
+    """Lines a benign signature explains: known to be harmless, never the failure."""
+
+    id: str
+    title: str
+    summary: str
+    line: int = Field(description="first line where it appears")
+    file: str | None = None
+    rank: int | None = None
+    time: LogTime | None = None
+    count: int = Field(description="matching lines in the log")
+    text: str = Field(description="the first matching line")
+    path: str = Field(description="encyclopedia path of the harmless line's entry")
+
+
 class Unexplained(_Frozen):
     """An error line that no signature explains (deduplicated)."""
 
@@ -129,6 +144,9 @@ class Diagnosis(_Frozen):
     input: InputInfo
     candidates: list[Candidate]
     unexplained: list[Unexplained]
+    harmless: list[Harmless] = Field(
+        default_factory=list, description="lines known to be harmless that people mistake for the failure"
+    )
     redactions: dict[str, int] = Field(
         default_factory=dict,
         description="secrets replaced by [REDACTED:<type>] placeholders in the log text this diagnosis keeps "

@@ -23,7 +23,7 @@ import regex
 from app.core.fill import fill
 from app.core.library import Library
 from app.core.matcher import FileScan, LineHit, PatternHits
-from app.core.models import LIKELY, Candidate, Evidence, Unexplained
+from app.core.models import LIKELY, Candidate, Evidence, Harmless, Unexplained
 from app.core.signature import Pattern, Signature
 from app.core.versions import satisfies
 
@@ -358,6 +358,29 @@ def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -
 
 
 _NORMALISE = regex.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def harmless(found: Iterable[Found]) -> list[Harmless]:
+    """What benign signatures explain, in log order: shown as harmless, never as candidates."""
+    out = []
+    for f in sorted(found, key=lambda f: (f.position.file_index, f.position.line)):
+        _, hit = f.first
+        line = hit.line
+        out.append(
+            Harmless(
+                id=f.sig.id,
+                title=f.sig.title,
+                summary=f.sig.summary,
+                line=line.no,
+                file=line.file,
+                rank=line.rank,
+                time=line.time,
+                count=f.count,
+                text=line.text[line.content_start :].strip()[:500],
+                path=f"/failures/{f.sig.id}",
+            )
+        )
+    return out
 
 
 def unexplained(library: Library, scans: Iterable[FileScan]) -> list[Unexplained]:

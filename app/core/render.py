@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.core.models import Candidate, Diagnosis, Evidence, Unexplained
+from app.core.models import Candidate, Diagnosis, Evidence, Harmless, Unexplained
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 
 
-def _where(c: Candidate | Evidence) -> str:
+def _where(c: Candidate | Evidence | Harmless) -> str:
     parts = []
     if c.file:
         parts.append(c.file)
@@ -86,6 +86,9 @@ def render_text(d: Diagnosis) -> str:
     if earlier:
         out += ["", "EARLIER TROUBLE (the run went on after it):"]
         out += [f"  - {c.title} [{c.id}] at {_where(c)}: {c.why}" for c in earlier]
+    if d.harmless:
+        out += ["", "HARMLESS (known lines that look alarming but are not the failure):"]
+        out += [f"  - {h.title} [{h.id}] at {_where(h)}, {h.count} lines: {h.text[:160]}" for h in d.harmless]
     if d.unexplained:
         out += ["", "UNEXPLAINED ERROR LINES:"]
         out += [
@@ -149,6 +152,10 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
     if earlier:
         out += ["**Earlier trouble** (the run went on after it):", ""]
         out += [f"- `{c.id}` {c.title} at {_where(c)}" for c in earlier]
+        out.append("")
+    if d.harmless:
+        out += ["**Harmless lines** (they look alarming but are not the failure):", ""]
+        out += [f"- `{h.id}` {h.title} at {_where(h)}" for h in d.harmless]
         out.append("")
     if d.unexplained:
         out += ["**Unexplained error lines**", ""]

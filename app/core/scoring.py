@@ -62,6 +62,11 @@ class Outcome:
         return all(found[0] < i for i in echoes)
 
     @property
+    def ok(self) -> bool:
+        """Right for a failed run, clean for a healthy one."""
+        return self.clean if self.healthy else self.right
+
+    @property
     def clean(self) -> bool:
         """A healthy run with no failure named at `likely`."""
         return self.healthy and not self.likely
@@ -154,6 +159,13 @@ class Report:
     cases: int
     failures: int
     tags: Mapping[str, int] = field(default_factory=dict)
+    outcomes: Sequence[Outcome] = ()
+
+    def changes(self, before: Mapping[str, bool]) -> tuple[list[Outcome], list[Outcome]]:
+        """Against an earlier run's right/wrong per case: (now wrong, now right), common cases only."""
+        worse = [o for o in self.outcomes if before.get(o.case) is True and not o.ok]
+        better = [o for o in self.outcomes if before.get(o.case) is False and o.ok]
+        return worse, better
 
     def figure(self, name: str) -> float | None:
         ratio: Ratio = getattr(self, name)
@@ -220,6 +232,7 @@ def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: It
         cases=len(items),
         failures=len(failures),
         tags=dict(sorted(tags.items())),
+        outcomes=sorted(items, key=lambda o: o.case),
     )
 
 

@@ -14,7 +14,8 @@ Id = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")]
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
 Text = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
 
-Role = Literal["root", "collateral", "either"]
+# benign: a known-harmless line people mistake for the failure; explained, never a candidate.
+Role = Literal["root", "collateral", "either", "benign"]
 Source = Literal["any", "emitted"]
 Severity = Literal["critical", "error", "warning"]
 

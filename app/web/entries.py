@@ -34,7 +34,13 @@ LAYER_TITLES = {
     "numerics": "Numerics",
     "environment": "Environment and installation",
     "cache_and_storage": "Cache and storage",
+    "compile": "Compilers (torch.compile, Triton)",
+    "process": "Process crashes",
+    "frameworks": "Frameworks and libraries",
     "scheduler_and_infra": "Scheduler and infrastructure",
+    "orchestration": "Orchestration (Ray)",
+    "network": "Network and hubs",
+    "tracking": "Experiment tracking",
     "serving": "Serving",
 }
 
