@@ -22,7 +22,7 @@ from pygments.lexers import TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from app.core.library import Library
-from app.core.signature import Pattern, Signature
+from app.core.signature import Example, Pattern, Signature
 
 # Layers in the order a person debugging a run meets them; unknown layers follow alphabetically.
 LAYER_TITLES = {
@@ -98,6 +98,12 @@ def symptom_rows(sig: Signature) -> list[SymptomRow]:
     return rows
 
 
+def excerpts(sig: Signature) -> tuple[list[Example], list[Example]]:
+    """The match examples: those posted in a public thread (a URL), and those rebuilt from a message format."""
+    real = [e for e in sig.examples.match if _URL.match(e.source)]
+    return real, [e for e in sig.examples.match if not _URL.match(e.source)]
+
+
 def messages(sig: Signature) -> list[str]:
     """The literal messages of a signature's patterns, each once, fingerprints first."""
     seen: dict[str, None] = {}
@@ -124,6 +130,7 @@ def _pattern_text(p: Pattern) -> str:
 _CODE_SPAN = re.compile(r"`([^`\n]{1,300})`")
 _PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 _ENTRY_ID = re.compile(r"(?<![\w./-])[a-z0-9_]+(?:\.[a-z0-9_]+)+(?![\w/-]|\.\w)")  # e.g. cuda.oom_fragmentation
+_URL = re.compile(r"https?://\S+$")
 EntryLink = Callable[[str], str | None]  # an entry id -> its link, or None when it is not an entry
 
 

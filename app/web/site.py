@@ -195,6 +195,7 @@ class Site:
             paragraphs=lambda text: entries.paragraphs(text, link=link),
             highlight_code=self.highlight,
             measured=self.library.measured.get(sig.id),
+            excerpts=entries.excerpts(sig),
         )
 
     def render_tag(self, tag: str, links: Links, *, base: str = "") -> str:
