@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from app.core.library import Library
 from app.core.matcher import FileScan, scan_file
 from app.core.models import Candidate, Diagnosis, InputInfo, Unexplained
-from app.core.ranker import find_signatures, harmless, rank_found, unexplained
+from app.core.ranker import find_signatures, harmless, rank_found, unexplained, unrecognised_start
 from app.core.reader import Source, iter_blocks, source_name
 from app.core.redact import DEFAULT, Redactor, count_placeholders
 from app.errors import EmptyLog
@@ -96,6 +96,7 @@ def assemble(scans: Sequence[FileScan], library: Library, *, top: int | None = N
         ),
         candidates=candidates,
         unexplained=unexplained_lines,
+        unrecognised_start=unrecognised_start(candidates, unexplained_lines),
         harmless=harmless([f for f in found if f.sig.role == "benign"]),
         redactions=shown_redactions(candidates, unexplained_lines, [s.name for s in scans]),
     )

@@ -88,6 +88,16 @@ class Candidate(_Frozen):
     path: str = Field(description="encyclopedia path of the failure class")
 
 
+class UnknownStart(_Frozen):
+    """The most likely start of a run whose first failure no signature recognises."""
+
+    text: str
+    line: int
+    file: str | None = None
+    rank: int | None = None
+    why: str
+
+
 class Harmless(_Frozen):
     """Lines a benign signature explains: known to be harmless, never the failure."""
 
@@ -144,6 +154,11 @@ class Diagnosis(_Frozen):
     input: InputInfo
     candidates: list[Candidate]
     unexplained: list[Unexplained]
+    unrecognised_start: UnknownStart | None = Field(
+        None,
+        description="when every failure found is an echo: the error line most likely to have started the run, "
+        "which no signature recognises",
+    )
     harmless: list[Harmless] = Field(
         default_factory=list, description="lines known to be harmless that people mistake for the failure"
     )

@@ -23,7 +23,7 @@ import regex
 from app.core.fill import fill
 from app.core.library import Library
 from app.core.matcher import FileScan, LineHit, PatternHits
-from app.core.models import LIKELY, Candidate, Evidence, Harmless, Unexplained
+from app.core.models import LIKELY, Candidate, Evidence, Harmless, Unexplained, UnknownStart
 from app.core.signature import Pattern, Signature
 from app.core.versions import satisfies
 
@@ -243,12 +243,12 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
         (int(f.facts[ROOT_RANK_FACT]) for f in terminal if f.facts.get(ROOT_RANK_FACT, "").lstrip("-").isdigit()),
         None,
     )
-    initiating = _choose_initiating(roots, root_rank) or (terminal[0] if terminal else None)
+    # Only a root failure can start the run: when every failure found is an echo, none is
+    # called initiating (the diagnosis names the unrecognised start instead).
+    initiating = _choose_initiating(roots, root_rank)
     if initiating is not None:
         if root_rank is not None and root_rank in initiating.ranks:
             why = f"the launcher names rank {root_rank} as the first failure, and this failure is on that rank"
-        elif initiating.sig.id in roles:
-            why = "no root failure is in the log; this report is the earliest evidence of what failed"
         else:
             why = "the earliest root failure of the run's final episode"
         roles[initiating.sig.id] = ("initiating", None, why)
@@ -358,6 +358,38 @@ def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -
 
 
 _NORMALISE = regex.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def unrecognised_start(candidates: Sequence[Candidate], lines: Sequence[Unexplained]) -> UnknownStart | None:
+    """When only echoes were recognised: the error line most likely to have started the run.
+
+    The launcher's "first observed failure" rank is the best guide; else the earliest
+    unexplained error line before the first echo (a traceback's last line comes after its
+    frames, so of one rank's lines the first error line is the start of its trouble).
+    """
+    if not lines or any(c.role == "initiating" for c in candidates):
+        return None
+    echoes = [c for c in candidates if c.episode == "terminal"]
+    if not echoes:
+        return None
+    root = next(
+        (c.facts[ROOT_RANK_FACT] for c in echoes if c.facts.get(ROOT_RANK_FACT, "").lstrip("-").isdigit()), None
+    )
+    if root is not None:
+        on_rank = [u for u in lines if u.rank == int(root)]
+        if on_rank:
+            return _start(
+                on_rank[0], f"the launcher names rank {root} as the first failure; this is its first error line"
+            )
+    first = min(echoes, key=lambda c: (c.file or "", c.line))
+    before = [u for u in lines if (u.file or "") == (first.file or "") and u.line < first.line]
+    if before:
+        return _start(before[0], f"the first error line before the earliest echo ({first.id}, line {first.line})")
+    return _start(lines[0], "the first error line no signature explains")
+
+
+def _start(u: Unexplained, why: str) -> UnknownStart:
+    return UnknownStart(text=u.text, line=u.line, file=u.file, rank=u.rank, why=why)
 
 
 def harmless(found: Iterable[Found]) -> list[Harmless]:

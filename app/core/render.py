@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.core.models import Candidate, Diagnosis, Evidence, Harmless, Unexplained
+from app.core.models import Candidate, Diagnosis, Evidence, Harmless, Unexplained, UnknownStart
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 
@@ -44,7 +44,7 @@ def group_evidence(evidence: Iterable[Evidence]) -> list[tuple[Evidence, list[tu
     return list(lines.values())
 
 
-def _line_label(e: Evidence | Unexplained, several: bool) -> str:
+def _line_label(e: Evidence | Unexplained | UnknownStart, several: bool) -> str:
     """The line number, with the file name when the diagnosis spans several files."""
     return f"{e.file}:{e.line}" if several and e.file else f"{e.line:>8}"
 
@@ -65,6 +65,20 @@ def render_text(d: Diagnosis) -> str:
     if not d.candidates:
         out.append(f"No known failure found ({size}).")
     main, echoes, earlier = _groups(d)
+    if echoes and not main:
+        out += [
+            "",
+            "INITIATING: not recognised. Only echoes of a failure were found;"
+            " what started the run is not one Tracelore knows.",
+        ]
+        if d.unrecognised_start:
+            u = d.unrecognised_start
+            out += [
+                f"  most likely start: {_line_label(u, several).strip()}"
+                + (f", rank {u.rank}" if u.rank is not None else ""),
+                f"    {u.text}",
+                f"  why: {u.why}",
+            ]
     for c in main:
         label = "INITIATING" if c.role == "initiating" else "ALSO FAILED"
         out += [
@@ -134,6 +148,17 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
     main, echoes, earlier = _groups(d)
     if not d.candidates:
         out += [f"No known failure found in {d.input.lines:,} lines.", ""]
+    if echoes and not main:
+        out += [
+            "### Initiating failure: not recognised",
+            "",
+            "Only echoes of a failure were found; what started the run is not one Tracelore knows.",
+            "",
+        ]
+        if d.unrecognised_start:
+            u = d.unrecognised_start
+            out += [f"Most likely start ({u.why}):", ""]
+            out += _fence([f"{_line_label(u, several)} | {u.text}"]) + [""]
     for c in main:
         head = "Initiating failure" if c.role == "initiating" else "Also failed"
         title = f"[{c.title}]({base_url.rstrip('/')}{c.path})" if base_url else c.title

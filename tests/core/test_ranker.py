@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from app.core import diagnose
-from app.core.library import Library
+from app.core.library import Library, build_library
+from app.core.render import render_text
+from tests.support import REPO
+
+CORPUS = REPO / "tests" / "corpus" / "cases"
 
 OOM_CASCADE = """\
 [2024-06-14 10:00:00,000] INFO starting training, world size 8
@@ -99,10 +103,23 @@ def test_a_failure_the_run_survived_is_earlier_trouble(cascade_library: Library)
     ]
 
 
-def test_only_a_launcher_report_makes_it_the_initiating_evidence(cascade_library: Library) -> None:
+def test_a_launcher_report_alone_is_never_the_initiating_failure(cascade_library: Library) -> None:
     log = "\n".join(OOM_CASCADE.splitlines()[8:]) + "\n"
     d = diagnose(log.encode(), cascade_library)
-    assert (d.candidates[0].id, d.candidates[0].role) == ("dist.child_failed", "initiating")
+    assert d.candidates and all(c.role == "collateral" for c in d.candidates)
+    assert d.initiating is None
+    assert "INITIATING: not recognised" in render_text(d)
+
+
+def test_an_echoes_only_log_names_the_unrecognised_start(library: Library) -> None:
+    """A real DeepSpeed report: ZeRO-3's no_sync assertion, then the launcher's SIGTERM and ChildFailedError."""
+    case = CORPUS / "gh-deepspeedai-deepspeed-6793" / "log.txt"
+    unknowing = build_library(s for s in library.signatures.values() if s.id != "deepspeed.zero_no_sync")
+    d = diagnose(case.read_bytes(), unknowing)
+    assert d.initiating is None and {c.role for c in d.candidates} == {"collateral"}
+    start = d.unrecognised_start
+    assert start is not None and start.text.startswith("AssertionError: no_sync context manager is incompatible")
+    assert start.line < min(c.line for c in d.candidates)
 
 
 def test_unexplained_error_lines_are_deduplicated(cascade_library: Library) -> None:

@@ -7,6 +7,7 @@ import re
 import httpx
 import pytest
 
+from tests.core.test_ranker import OOM_CASCADE
 from tests.support import SAMPLES, LiveServer
 
 HTML = {"Accept": "text/html,application/xhtml+xml"}
@@ -122,3 +123,13 @@ def test_the_timeline_orders_failures_across_ranks_in_time(client: httpx.Client)
     html = client.get(r.headers["location"], headers=HTML).text
     timeline = html.split("Timeline across ranks", 1)[1]
     assert timeline.index("CUDA out of memory") < timeline.index("terminated by the launcher")
+
+
+def test_an_echoes_only_log_says_the_start_is_not_recognised(client: httpx.Client) -> None:
+    """The launcher's SIGTERM and ChildFailedError alone: never shown as the initiating failure."""
+    log = "\n".join(OOM_CASCADE.splitlines()[8:]) + "\n"
+    r = submit(client, files={"log": (None, log)})
+    html = client.get(r.headers["location"], headers=HTML).text
+    assert "The failure that started it is not recognised" in html
+    assert "Initiating failure" not in html
+    assert "Collateral: echoes of the failure above" in html and "the unrecognised one" in html
