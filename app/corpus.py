@@ -96,6 +96,8 @@ class CaseSpec(BaseModel):
     def _consistent(self) -> CaseSpec:
         if self.expected in self.collateral:
             raise ValueError("the expected failure cannot also be collateral")
+        if set(self.also_ok) & set(self.collateral):
+            raise ValueError("an acceptable answer cannot also be an echo (also_ok and collateral overlap)")
         if self.expected == HEALTHY and (self.also_ok or self.collateral):
             raise ValueError("a healthy case has no also_ok or collateral")
         return self
