@@ -111,7 +111,7 @@ def eval_command(
     """
     from app.cli import _library
     from app.config import Settings
-    from app.core.library import MEASURED_FILE
+    from app.core.library import MEASURED_FILE, TAXONOMY_FILE
     from app.corpus import load_corpus
     from app.evaluate import (
         evaluate,
@@ -134,7 +134,7 @@ def eval_command(
         raise click.ClickException(f"no cases in {root}" + (f" matching {only!r}" if only else ""))
     if record and only:
         raise click.UsageError("--write-measured measures the whole corpus: drop --only")
-    report = evaluate(cases, library)
+    report = evaluate(cases, library, taxonomy=(signatures or Settings().signatures_dir) / TAXONOMY_FILE)
     click.echo(render_json(report, thresholds) if fmt == "json" else render_text(report, thresholds), nl=False)
     worse = False
     if before is not None:

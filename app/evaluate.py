@@ -49,9 +49,20 @@ def run_case(case: Case, library: Library) -> Outcome:
     )
 
 
-def evaluate(cases: Sequence[Case], library: Library) -> Report:
+def taxonomy_layers(path: Path | None) -> dict[str, str]:
+    """id -> layer from a taxonomy file, so that a class with no signature yet is still counted in its layer."""
+    if path is None or not path.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return {entry["id"]: layer for layer, entries in data.items() for entry in entries or ()}
+    except (yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def evaluate(cases: Sequence[Case], library: Library, *, taxonomy: Path | None = None) -> Report:
     outcomes = [run_case(case, library) for case in cases]
-    layer_of = {sid: sig.layer for sid, sig in library.signatures.items()}
+    layer_of = {**taxonomy_layers(taxonomy), **{sid: sig.layer for sid, sig in library.signatures.items()}}
     return score(outcomes, layer_of=layer_of, known=library.signatures)
 
 

@@ -28,6 +28,7 @@ from app.core.signature import Pattern, Signature
 from app.core.versions import satisfies
 
 SURVIVED_PROGRESS = 10  # progress lines after a failure that mean the run went on
+QUIET_PROGRESS = 3  # fewer suffice when nothing else fails after it (a retry that recovered)
 MAX_EVIDENCE = 8
 MAX_UNEXPLAINED = 20
 ROOT_RANK_FACT = "root_rank"  # capture name of a launcher's "first observed failure" rank
@@ -207,6 +208,13 @@ def _pick_evidence(
     return sorted(unique.values(), key=lambda h: (h[0].index, h[1].line.no))
 
 
+def _followed(f: Found, found: Sequence[Found]) -> bool:
+    """Whether another failure is recorded after this one's last line in one of its files."""
+    return any(
+        g is not f and g.last_line.get(index, -1) > last for g in found for index, last in f.last_line.items()
+    )
+
+
 def _survived(f: Found, scans: Sequence[FileScan]) -> int:
     """Progress lines after the failure's last hit (0 if the run did not go on)."""
     best = 0
@@ -223,7 +231,8 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
     earlier: list[tuple[Found, int]] = []
     for f in found:
         progress = _survived(f, scans)
-        (earlier.append((f, progress)) if progress >= SURVIVED_PROGRESS else terminal.append(f))
+        went_on = progress >= SURVIVED_PROGRESS or (progress >= QUIET_PROGRESS and not _followed(f, found))
+        (earlier.append((f, progress)) if went_on else terminal.append(f))
     terminal.sort(key=functools.cmp_to_key(_compare))
 
     roles: dict[str, tuple[str, str | None, str]] = {}
@@ -324,7 +333,8 @@ def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -
         layer=sig.layer,
         severity=sig.severity,
         confidence=f.confidence,
-        band="likely" if f.confidence >= LIKELY else "possible",
+        # A failure the run went on after did not end it: at most possible, whatever its match.
+        band="likely" if f.confidence >= LIKELY and episode == "terminal" else "possible",
         role=role,  # type: ignore[arg-type]
         episode=episode,  # type: ignore[arg-type]
         caused_by=cause,
