@@ -18,7 +18,8 @@ from app.core.library import Library, load_signatures
 
 SIGNATURES = Path(__file__).resolve().parents[1] / "signatures"
 LOADED = {sig.id: sig for _, sig in load_signatures(SIGNATURES)[0]}
-ROOTS = sorted(i for i, s in LOADED.items() if s.role != "collateral")
+ROOTS = sorted(i for i, s in LOADED.items() if s.role not in ("collateral", "benign"))
+BENIGN = sorted(i for i, s in LOADED.items() if s.role == "benign")
 
 ECHOES = """\
 [rank0]:[E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=48213, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 600089 milliseconds before timing out.
@@ -71,3 +72,14 @@ def test_the_root_failure_initiates_and_the_echoes_are_collateral(sig_id: str, l
 def test_the_cascade_without_a_root_names_the_timeout(library: Library) -> None:
     d = diagnose(ECHOES.encode(), library)
     assert d.initiating is not None and d.initiating.id == "nccl.watchdog_timeout"
+
+
+@pytest.mark.parametrize("sig_id", BENIGN)
+def test_a_harmless_line_is_explained_and_never_a_candidate(sig_id: str, library: Library) -> None:
+    """A known-harmless line inside a run that goes on: shown as harmless, not as the failure."""
+    progress = "".join(
+        f"{{'loss': {2.0 - i / 100:.3f}, 'learning_rate': 5e-05, 'epoch': {i / 10:.1f}}}\n" for i in range(12)
+    )
+    d = diagnose((progress + LOADED[sig_id].examples.match[0].log + progress).encode(), library)
+    assert sig_id not in {c.id for c in d.candidates}
+    assert sig_id in {h.id for h in d.harmless}
