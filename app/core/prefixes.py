@@ -37,8 +37,8 @@ def _glog(m: regex.Match[str]) -> datetime | None:
     try:
         return datetime(
             1900,
-            int(md[:2]),
-            int(md[2:]),
+            int(md[:-2]),  # c10 prints the month unpadded: "E321" is 21 March
+            int(md[-2:]),
             int(clock[:2]),
             int(clock[3:5]),
             int(clock[6:8]),
@@ -88,10 +88,11 @@ RULES: tuple[PrefixRule, ...] = (
     ),
     # ISO 8601 and Python logging's "[YYYY-MM-DD HH:MM:SS,mmm]", bracketed or not
     _rule("iso", r"\[?" + _ISO + r"\]?(?:[ \t]+|$)", _iso),
-    # glog and c10 logging: "I0614 10:12:33.456789  1234 file.cpp:12] " (bracketed in c10)
+    # glog and c10 logging: "I0614 10:12:33.456789  1234 file.cpp:12] " (bracketed in c10; recent
+    # torch builds print no thread id and an unpadded month: "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] ")
     _rule(
         "glog",
-        r"\[?(?P<level>[IWEF])(?P<md>\d{4}) (?P<clock>\d\d:\d\d:\d\d\.\d{1,9})\s{1,8}(?P<pid>\d{1,9})"
+        r"\[?(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<clock>\d\d:\d\d:\d\d\.\d{1,9})(?:\s{1,8}(?P<pid>\d{1,9}))?"
         r" (?P<src>[^\]\s]{1,200})\] ?",
         _glog,
     ),
@@ -106,6 +107,8 @@ RULES: tuple[PrefixRule, ...] = (
     _rule("journal_host", r"(?P<host>[\w.-]{1,63}) kernel: "),
     # kernel ring buffer (dmesg): "[12345.678901] "
     _rule("kernel", r"\[\s{0,12}\d{1,10}\.\d{1,9}\] ?"),
+    # docker compose logs: "trainer-1  | " (v2) or "trainer_1  | " (v1); the service is not a rank
+    _rule("compose", r"(?P<service>[a-z0-9][\w.-]{0,62}[-_]\d{1,4})[ ]{1,40}\| "),
     # DeepSpeed launcher / pdsh: "worker-1: " (a host name holds a digit)
     _rule("pdsh", r"(?P<host>[a-z][a-z0-9-]{0,62}\d[a-z0-9.-]{0,62}|\d{1,3}(?:\.\d{1,3}){3}): "),
 )

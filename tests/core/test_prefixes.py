@@ -59,3 +59,16 @@ CASES = [
 def test_prefixes(line: str, rank: int | None, host: str | None, time: datetime | None, content: str) -> None:
     p = parse_prefixes(line)
     assert (p.rank, p.host, p.time, line[p.end :]) == (rank, host, time, content)
+
+
+def test_recent_c10_logging_has_an_unpadded_month_and_no_thread_id() -> None:
+    """torch >= 2.4 prints "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607]": 21 March, no pid."""
+    p = parse_prefixes("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught")
+    assert (p.rank, p.time) == (0, datetime(1900, 3, 21, 2, 7, 8, 408271))
+    december = parse_prefixes("[rank4]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 4] x")
+    assert (december.rank, december.time) == (4, datetime(1900, 12, 6, 18, 44, 12, 715298))
+
+
+def test_docker_compose_service_prefix_is_stripped() -> None:
+    line = "trainer-1  | _pickle.UnpicklingError: pickle data was truncated"
+    assert line[parse_prefixes(line).end :] == "_pickle.UnpicklingError: pickle data was truncated"
