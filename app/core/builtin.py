@@ -23,7 +23,7 @@ PATTERNS: tuple[tuple[str, str, str], ...] = (
     ),
     ("error", "error_level", r"(?:^|[\s\[|])(?:ERROR|CRITICAL)(?:[\]|:\s]|$)"),
     ("progress", "metric_dict", r"\{'(?:loss|train_loss|eval_loss)': "),
-    ("progress", "step", r"(?i)\b(?:step|iteration|iter)[ :=]{1,3}\d{1,9}\b.{0,200}\bloss\b"),
+    ("progress", "step", r"(?i)\b(?:step|iteration|iter)[ :=]{1,8}\d{1,9}\b.{0,200}\bloss\b"),
     ("progress", "bar", r"\d%\|.{0,200}\| *\d{1,12}/\d{1,12} \["),
     (
         "version",
