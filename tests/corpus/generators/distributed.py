@@ -1006,7 +1006,9 @@ def sigterm_agent(out: Path):
 def _memory_cgroup(name: str, limit: int) -> Path | None:
     base = Path("/sys/fs/cgroup/memory")
     own = [
-        l.split(":", 2)[2] for l in Path("/proc/self/cgroup").read_text().splitlines() if l.split(":")[1] == "memory"
+        entry.split(":", 2)[2]
+        for entry in Path("/proc/self/cgroup").read_text().splitlines()
+        if entry.split(":")[1] == "memory"
     ]
     cg = base / own[0].lstrip("/") / name if own else base / name
     try:
