@@ -142,7 +142,8 @@ def render_text(report: Report, thresholds: Mapping[str, float], *, worst: int =
         out += ["", "misses:"]
         out += [f"  {m.case}: expected {m.expected}, got {m.got}" for m in report.misses]
     if report.tags:
-        out += ["", "kinds of log: " + ", ".join(f"{t} {n}" for t, n in report.tags.items())]
+        out += ["", "by kind of log (right or clean / cases):"]
+        out += [f"  {t:<17} {ratio}" for t, ratio in report.tags.items()]
     failed = report.below(thresholds)
     out += ["", "FAILED: " + "; ".join(failed) if failed else "all figures at or above their thresholds"]
     return "\n".join(out) + "\n"
@@ -192,7 +193,7 @@ def render_json(report: Report, thresholds: Mapping[str, float]) -> str:
             {"case": m.case, "expected": m.expected, "got": m.got, "ranked": list(m.ranked)} for m in report.misses
         ],
         "unknown_classes": dict(report.unknown_classes),
-        "tags": dict(report.tags),
+        "tags": {t: {"value": r.value, "hits": r.hits, "total": r.total} for t, r in report.tags.items()},
         "below": report.below(thresholds),
         "outcomes": [
             {"case": o.case, "expected": o.expected, "ranked": list(o.ranked), "ok": o.ok} for o in report.outcomes

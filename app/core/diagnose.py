@@ -81,7 +81,7 @@ def assemble(scans: Sequence[FileScan], library: Library, *, top: int | None = N
     )
     ranks = sorted({e.rank for c in candidates for e in c.evidence if e.rank is not None})
     cut = {(s.index, h.line.no) for s in scans for ph in s.hits.values() for h in ph.first if h.line.cut}
-    unexplained_lines = unexplained(library, scans)
+    unexplained_lines = unexplained(library, scans, (f.sig.id for f in found))
     return Diagnosis(
         library_version=library.version,
         input=InputInfo(

@@ -210,9 +210,7 @@ def _pick_evidence(
 
 def _followed(f: Found, found: Sequence[Found]) -> bool:
     """Whether another failure is recorded after this one's last line in one of its files."""
-    return any(
-        g is not f and g.last_line.get(index, -1) > last for g in found for index, last in f.last_line.items()
-    )
+    return any(g is not f and g.last_line.get(index, -1) > last for g in found for index, last in f.last_line.items())
 
 
 def _survived(f: Found, scans: Sequence[FileScan]) -> int:
@@ -425,12 +423,22 @@ def harmless(found: Iterable[Found]) -> list[Harmless]:
     return out
 
 
-def unexplained(library: Library, scans: Iterable[FileScan]) -> list[Unexplained]:
-    """Generic error lines on which no signature pattern matched, deduplicated."""
+def unexplained(library: Library, scans: Iterable[FileScan], fired: Iterable[str]) -> list[Unexplained]:
+    """Generic error lines that no signature found in the log explains, deduplicated.
+
+    A line is explained by a fingerprint or symptom of a signature that fired; a pattern of
+    one that did not (an exclude, a companion, a lone symptom) explains nothing to the reader.
+    """
     error_ids = library.kinds["error"]
+    names = set(fired)
+    explaining = {
+        i
+        for i, rules in enumerate(library.rules)
+        if any(r.signature in names and r.kind in ("fingerprint", "symptom") for r in rules)
+    }
     groups: dict[str, Unexplained] = {}
     for scan in scans:
-        explained = {n for i, h in scan.hits.items() if any(r.signature for r in library.rules[i]) for n in h.lines}
+        explained = {n for i, h in scan.hits.items() if i in explaining for n in h.lines}
         seen_lines: set[int] = set()
         for idx in error_ids:
             hits = scan.hits.get(idx)

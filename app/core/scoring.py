@@ -158,7 +158,7 @@ class Report:
     unknown_classes: Mapping[str, int]  # expected ids the library has no signature for -> cases
     cases: int
     failures: int
-    tags: Mapping[str, int] = field(default_factory=dict)
+    tags: Mapping[str, Ratio] = field(default_factory=dict)  # kind of log -> right (or clean) / cases
     outcomes: Sequence[Outcome] = ()
 
     def changes(self, before: Mapping[str, bool]) -> tuple[list[Outcome], list[Outcome]]:
@@ -218,7 +218,10 @@ def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: It
     misses += [Miss(o.case, o.expected, ", ".join(sorted(o.likely)), o.ranked) for o in healthy if not o.clean]
     confusions = Counter((m.expected, m.got) for m in misses)
     unknown = Counter(o.expected for o in failures if o.expected not in known_ids)
-    tags = Counter(t for o in items for t in o.tags)
+    by_tag: dict[str, list[Outcome]] = defaultdict(list)
+    for o in items:
+        for t in o.tags:
+            by_tag[t].append(o)
     return Report(
         top1=_ratio(failures, lambda o: o.right),
         top3=_ratio(failures, lambda o: o.in_top3),
@@ -231,7 +234,7 @@ def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: It
         unknown_classes=dict(sorted(unknown.items())),
         cases=len(items),
         failures=len(failures),
-        tags=dict(sorted(tags.items())),
+        tags={t: _ratio(group, lambda o: o.ok) for t, group in sorted(by_tag.items())},
         outcomes=sorted(items, key=lambda o: o.case),
     )
 
