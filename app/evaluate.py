@@ -7,6 +7,7 @@ the signatures), which the encyclopedia shows on every entry.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,68 @@ import yaml
 
 from app.core.diagnose import diagnose_many
 from app.core.library import Library
+from app.core.prefixes import parse_prefixes
+from app.core.reader import strip_ansi
 from app.core.scoring import FIGURES, Outcome, Report, score
 from app.corpus import Case, CorpusError
 from app.errors import TraceloreError
 
 THRESHOLDS_FILE = "thresholds.yaml"
+
+
+ORDERS = 4  # orders a multi-rank case's files are diagnosed in: as given, reversed, two seeded shuffles
+UNRANKED_FILE = "launcher.log"  # where a split log's lines with no rank prefix go
+
+
+def rank_files(case: Case) -> list[tuple[str, bytes]] | None:
+    """A multi-rank case as per-rank files: its own `*.log` files, or its one log split by rank prefix.
+
+    None when the case holds one rank only. Lines without a rank prefix (the launcher's)
+    make a file of their own.
+    """
+    if len(case.logs) > 1:
+        return [(path.name, path.read_bytes()) for path in case.logs]
+    groups: dict[int | None, list[bytes]] = {}
+    for raw in case.logs[0].read_bytes().splitlines(keepends=True):
+        rank = parse_prefixes(strip_ansi(raw).decode("utf-8", errors="replace")).rank
+        groups.setdefault(rank, []).append(raw)
+    ranks = sorted(r for r in groups if r is not None)
+    if len(ranks) < 2:
+        return None
+    files = [(f"rank{r}.log", b"".join(groups[r])) for r in ranks]
+    if None in groups:
+        files.append((UNRANKED_FILE, b"".join(groups[None])))
+    return files
+
+
+def shuffled_orders(case_id: str, n: int) -> list[list[int]]:
+    """A few orders of n files: as given, reversed, then shuffles seeded by the case id (deterministic)."""
+    given = list(range(n))
+    orders = [given, given[::-1]]
+    rng = random.Random(case_id)
+    while len(orders) < ORDERS:
+        order = given[:]
+        rng.shuffle(order)
+        orders.append(order)
+    return orders
+
+
+def answer(files: Sequence[tuple[str, bytes]], library: Library) -> tuple[tuple[object, ...], ...] | None:
+    """What order independence compares: each candidate's id, role and where it starts, in the diagnosis's order."""
+    try:
+        d = diagnose_many(list(files), library, threads=1)
+    except TraceloreError:
+        return None
+    return tuple((c.id, c.role, c.caused_by, c.file, c.line, c.rank) for c in d.candidates)
+
+
+def order_stable(case: Case, library: Library) -> bool | None:
+    """Whether a multi-rank case's per-rank files give the same answer in every order (None: one rank)."""
+    files = rank_files(case)
+    if files is None:
+        return None
+    answers = {answer([files[i] for i in order], library) for order in shuffled_orders(case.id, len(files))}
+    return len(answers) == 1
 
 
 def run_case(case: Case, library: Library) -> Outcome:
@@ -46,6 +104,7 @@ def run_case(case: Case, library: Library) -> Outcome:
         ranked=ranked,
         likely=likely,
         tags=case.spec.tags,
+        order_stable=order_stable(case, library),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -104,3 +105,26 @@ def test_lint_reports_and_exits_1_on_errors(tmp_path: Path) -> None:
     code, out, err = run("lint", str(tmp_path))
     assert code == 1
     assert "a.b.yaml" in err and out.strip().endswith("1 files, 13 errors, 0 warnings")
+
+
+PER_RANK_JOB = Path(__file__).resolve().parent / "corpus" / "cases" / "gen-dist-per-rank-index-error"
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown"])
+def test_diagnose_gives_one_answer_whatever_the_order_of_the_rank_files(fmt: str) -> None:
+    """`tracelore diagnose rank*.log` on a real per-rank job: every order of the files, one output."""
+    files = sorted(str(p) for p in PER_RANK_JOB.glob("rank*.log"))
+    outputs = set()
+    for order in itertools.permutations(files):
+        code, out, _ = run("diagnose", *order, "--format", fmt, "--signatures", str(SIGNATURES))
+        assert code == 1
+        outputs.add(out)
+    (out,) = outputs
+    if fmt == "json":
+        initiating = json.loads(out)["candidates"][0]
+        assert (initiating["id"], initiating["rank"], initiating["role"]) == (
+            "data.index_out_of_range",
+            2,
+            "initiating",
+        )
+        assert initiating["file"].endswith("rank2.log")

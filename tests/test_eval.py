@@ -55,7 +55,13 @@ def test_eval_reports_exactly_the_small_corpus_figures(small_corpus: Path, signa
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     figures = {name: (f["hits"], f["total"]) for name, f in body["figures"].items()}
-    assert figures == {"top1": (1, 2), "top3": (1, 2), "collateral_order": (0, 0), "healthy_clean": (0, 1)}
+    assert figures == {
+        "top1": (1, 2),
+        "top3": (1, 2),
+        "collateral_order": (0, 0),
+        "healthy_clean": (0, 1),
+        "order_independent": (0, 0),
+    }
     assert body["signatures"]["cuda.oom"] | {"recall": None, "precision": None} == {
         "cases": 1,
         "recognised": 1,
@@ -234,3 +240,21 @@ def test_a_baseline_shows_each_case_that_changed(small_corpus: Path, signatures_
     assert "1 now right, 1 now wrong" in changed.output
     assert "now right: wrong-truncated (checkpoint.truncated)" in changed.output
     assert "NOW WRONG: right-oom (expected host.oom_killed, got cuda.oom)" in changed.output
+
+
+def test_multi_rank_cases_are_also_scored_in_shuffled_file_orders(tmp_path: Path, signatures_dir: Path) -> None:
+    # Two real multi-rank cases: one logged per rank, one single log split by its rank prefixes.
+    root = tmp_path / "corpus" / "cases"
+    for case in ("gen-dist-per-rank-index-error", "gen-dist-hang-rank3-of-4"):
+        shutil.copytree(CORPUS / "cases" / case, root / case)
+    result = run("eval", str(tmp_path / "corpus"), "--format", "json", "--signatures", str(signatures_dir))
+    figure = json.loads(result.output)["figures"]["order_independent"]
+    assert (figure["hits"], figure["total"], figure["value"]) == (2, 2, 1.0)
+    text = run("eval", str(tmp_path / "corpus"), "--signatures", str(signatures_dir)).output
+    assert "order_independent 1.000 (2/2)" in text
+
+
+def test_the_whole_corpus_is_order_independent(library: Library) -> None:
+    report = evaluate(load_corpus(CORPUS), library)
+    assert report.order_independent.total >= 50
+    assert report.order_independent.value == 1.0, [o.case for o in report.outcomes if o.order_stable is False]

@@ -10,7 +10,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    ValidatorFunctionWrapHandler,
+    WithJsonSchema,
+    WrapSerializer,
+    WrapValidator,
+)
+
+from app.core.times import OLD_SENTINEL_YEAR, Yearless
 
 SCHEMA_VERSION = 1
 
@@ -18,12 +30,37 @@ Role = Literal["initiating", "collateral", "contributing"]
 Band = Literal["likely", "possible"]
 Episode = Literal["terminal", "earlier"]
 
+
+def _read_time(value: object, handler: ValidatorFunctionWrapHandler) -> datetime:
+    if isinstance(value, Yearless):
+        return value
+    if isinstance(value, str) and value.startswith("--"):
+        return Yearless.parse(value)
+    parsed: datetime = handler(value)
+    # Diagnoses stored by earlier releases wrote a year-less time as year 1900.
+    return Yearless.of(parsed) if parsed.year == OLD_SENTINEL_YEAR else parsed
+
+
+def _write_time(value: datetime, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> object:
+    if isinstance(value, Yearless) and info.mode_is_json():
+        return value.isoformat()
+    return handler(value)
+
+
 # A timestamp read from a log: ISO 8601, with a UTC offset only when the log gave one (most
-# logs print local time without one), so it is not an RFC 3339 `date-time`.
+# logs print local time without one), so it is not an RFC 3339 `date-time`. A time whose
+# year neither the line nor the rest of the job gave (glog, syslog) is written without one:
+# "--12-01T03:14:21.618403" (ISO 8601's truncated form, XML Schema's gMonthDay).
 LogTime = Annotated[
     datetime,
+    WrapValidator(_read_time),
+    WrapSerializer(_write_time),
     WithJsonSchema(
-        {"type": "string", "description": "ISO 8601 time as the log wrote it; no UTC offset when the log gave none"}
+        {
+            "type": "string",
+            "description": "ISO 8601 time as the log wrote it; no UTC offset when the log gave none; "
+            "'--MM-DDThh:mm:ss[.ffffff]' (no year) when neither the line nor the rest of the job gave a year",
+        }
     ),
 ]
 

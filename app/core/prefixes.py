@@ -13,6 +13,8 @@ from datetime import datetime
 
 import regex
 
+from app.core.times import Yearless
+
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
 
@@ -30,13 +32,13 @@ def _iso(m: regex.Match[str]) -> datetime | None:
 
 
 def _glog(m: regex.Match[str]) -> datetime | None:
-    # glog has no year; 1900 keeps it comparable with itself, never with ISO times.
-    # Read by hand: strptime costs more than the rest of a line's parsing.
+    # glog has no year: the job lends it one (app.core.times); until then it is Yearless,
+    # comparable only with other year-less times. Read by hand: strptime costs more than
+    # the rest of a line's parsing.
     md, clock = m["md"], m["clock"]
     fraction = clock[9:15]
     try:
-        return datetime(
-            1900,
+        return Yearless.at(
             int(md[:-2]),  # c10 prints the month unpadded: "E321" is 21 March
             int(md[-2:]),
             int(clock[:2]),
@@ -51,7 +53,7 @@ def _glog(m: regex.Match[str]) -> datetime | None:
 def _syslog(m: regex.Match[str]) -> datetime | None:
     clock = m["clock"]
     try:
-        return datetime(1900, _MONTHS[m["mon"]], int(m["day"]), int(clock[:2]), int(clock[3:5]), int(clock[6:8]))
+        return Yearless.at(_MONTHS[m["mon"]], int(m["day"]), int(clock[:2]), int(clock[3:5]), int(clock[6:8]))
     except (KeyError, ValueError):
         return None
 
@@ -87,7 +89,8 @@ RULES: tuple[PrefixRule, ...] = (
         r"(?P<host>[A-Za-z0-9][\w.-]{0,62}):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<rank>\d{1,6})\] (?=NCCL)",
     ),
     # ISO 8601 and Python logging's "[YYYY-MM-DD HH:MM:SS,mmm]", bracketed or not
-    _rule("iso", r"\[?" + _ISO + r"\]?(?:[ \t]+|$)", _iso),
+    # (Hydra and some loggers put the next bracket right after it: "[2026-12-01 14:47:53,760][eval][INFO]")
+    _rule("iso", r"\[?" + _ISO + r"\]?(?:[ \t]+|$|(?<=\])(?=\[))", _iso),
     # glog and c10 logging: "I0614 10:12:33.456789  1234 file.cpp:12] " (bracketed in c10; recent
     # torch builds print no thread id and an unpadded month: "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] ")
     _rule(

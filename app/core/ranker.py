@@ -25,6 +25,7 @@ from app.core.library import Library
 from app.core.matcher import FileScan, LineHit, PatternHits
 from app.core.models import LIKELY, Candidate, Evidence, Harmless, Unexplained, UnknownStart
 from app.core.signature import Pattern, Signature
+from app.core.times import comparable
 from app.core.versions import satisfies
 
 SURVIVED_PROGRESS = 10  # progress lines after a failure that mean the run went on
@@ -45,11 +46,13 @@ class Position:
     def before(self, other: Position) -> bool:
         """Earlier in time when both lines carry comparable times, else earlier in the log."""
         a, b = self.time, other.time
-        # Times without a year (glog, syslog) are 1900: comparable only with each other.
-        if a is not None and b is not None and (a.year == 1900) == (b.year == 1900) and a != b:
+        # A time the job could not give a year (glog, syslog) compares only with its kind.
+        if a is not None and b is not None and comparable(a, b) and a != b:
             return a < b
         if self.file_index == other.file_index:
             return self.line < other.line
+        # Files come in the job's canonical order (diagnose.canonical_order), never the
+        # order they were given in.
         return self.file_index < other.file_index
 
 

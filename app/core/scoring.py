@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 NOTHING = "nothing"  # what a miss "got" when the diagnosis named no failure
 NO_SIGNATURE = "(no signature yet)"  # the layer of an expected id the library does not know
-FIGURES = ("top1", "top3", "collateral_order", "healthy_clean")
+FIGURES = ("top1", "top3", "collateral_order", "healthy_clean", "order_independent")
 MIN_CASES = 3  # fewer real logs than this say too little about a signature
 
 
@@ -35,6 +35,9 @@ class Outcome:
     ranked: tuple[str, ...]  # candidate ids, in the diagnosis's order
     likely: frozenset[str]  # the candidates at band `likely`
     tags: tuple[str, ...] = ()
+    # For a job of several ranks diagnosed from per-rank files in shuffled orders: whether
+    # every order gave the same answer. None for a single-rank log.
+    order_stable: bool | None = None
 
     @property
     def healthy(self) -> bool:
@@ -160,6 +163,8 @@ class Report:
     failures: int
     tags: Mapping[str, Ratio] = field(default_factory=dict)  # kind of log -> right (or clean) / cases
     outcomes: Sequence[Outcome] = ()
+    # multi-rank cases whose per-rank files gave the same answer in every order
+    order_independent: Ratio = Ratio(0, 0)
 
     def changes(self, before: Mapping[str, bool]) -> tuple[list[Outcome], list[Outcome]]:
         """Against an earlier run's right/wrong per case: (now wrong, now right), common cases only."""
@@ -227,6 +232,7 @@ def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: It
         top3=_ratio(failures, lambda o: o.in_top3),
         collateral_order=_ratio(with_echoes, lambda o: o.collateral_ordered),
         healthy_clean=_ratio(healthy, lambda o: o.clean),
+        order_independent=_ratio([o for o in items if o.order_stable is not None], lambda o: bool(o.order_stable)),
         signatures=signatures,
         layers=layers,
         confusions=sorted(((e, g, n) for (e, g), n in confusions.items()), key=lambda t: (-t[2], t[0], t[1])),

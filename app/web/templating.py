@@ -11,6 +11,7 @@ from markupsafe import Markup, escape
 
 from app.core.fill import template
 from app.core.models import Evidence
+from app.core.times import Yearless
 from app.resources import resource_dir
 from app.web.upload import human_bytes
 
@@ -71,6 +72,8 @@ def when(value: datetime | None) -> str:
     """A log timestamp as people read it."""
     if value is None:
         return ""
+    if isinstance(value, Yearless):  # the log gave no year, nor did the rest of the job
+        return value.strftime("%m-%d %H:%M:%S") + " (no year in the log)"
     return value.strftime("%Y-%m-%d %H:%M:%S") + (
         " UTC" if value.utcoffset() is not None and not value.utcoffset() else ""
     )

@@ -57,3 +57,12 @@ def test_unknown_classes_and_thresholds() -> None:
     assert report.unknown_classes == {"ray.worker_died": 1}
     assert report.below({"top1": 0.5}) == ["top1 0.000 is below the threshold 0.500"]
     assert report.below({"healthy_clean": 1.0}) == []  # no healthy case: nothing to hold it to
+
+
+def test_order_independent_counts_only_multi_rank_cases() -> None:
+    one_rank = outcome("a", "cuda.oom", ("cuda.oom",))
+    stable = Outcome(**{**one_rank.__dict__, "case": "b", "order_stable": True})
+    unstable = Outcome(**{**one_rank.__dict__, "case": "c", "order_stable": False})
+    report = score([one_rank, stable, unstable], layer_of=LAYERS, known=LAYERS)
+    assert (report.order_independent.hits, report.order_independent.total) == (1, 2)
+    assert report.below({"order_independent": 1.0}) == ["order_independent 0.500 is below the threshold 1.000"]

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.core.test_ranker import OOM_CASCADE
-from tests.support import SAMPLES, LiveServer
+from tests.support import REPO, SAMPLES, LiveServer
 
 HTML = {"Accept": "text/html,application/xhtml+xml"}
 
@@ -133,3 +133,23 @@ def test_an_echoes_only_log_says_the_start_is_not_recognised(client: httpx.Clien
     assert "The failure that started it is not recognised" in html
     assert "Initiating failure" not in html
     assert "Collateral: echoes of the failure above" in html and "the unrecognised one" in html
+
+
+CASES = REPO / "tests" / "corpus" / "cases"
+
+
+def test_a_time_without_a_year_is_shown_without_one(client: httpx.Client) -> None:
+    """A real upstream NCCL watchdog paste: c10's "[E1206 18:44:12.715298 ...]" has no year."""
+    log = (CASES / "gh-hiyouga-llamafactory-6269" / "log.txt").read_text()
+    r = submit(client, files={"log": (None, log)})
+    html = client.get(r.headers["location"], headers=HTML).text
+    assert "12-06 18:44:12 (no year in the log)" in html
+    assert "1900" not in html
+
+
+def test_a_glog_time_takes_the_year_of_the_log_s_other_times(client: httpx.Client) -> None:
+    """torchrun's year-less lines and Python logging's 2026 lines in one real log: shown in 2026."""
+    log = (CASES / "gen-dist-shape-error-logging" / "log.txt").read_text()
+    r = submit(client, files={"log": (None, log)})
+    html = client.get(r.headers["location"], headers=HTML).text
+    assert "2026-12-01 14:" in html and "no year in the log" not in html and "1900" not in html
