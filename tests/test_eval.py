@@ -258,3 +258,11 @@ def test_the_whole_corpus_is_order_independent(library: Library) -> None:
     report = evaluate(load_corpus(CORPUS), library)
     assert report.order_independent.total >= 50
     assert report.order_independent.value == 1.0, [o.case for o in report.outcomes if o.order_stable is False]
+
+
+def test_a_subset_is_reported_but_not_held_to_the_thresholds(small_corpus: Path, signatures_dir: Path) -> None:
+    (small_corpus / "thresholds.yaml").write_text("top1: 0.9\n")
+    whole = run("eval", str(small_corpus), "--signatures", str(signatures_dir))
+    subset = run("eval", str(small_corpus), "--only", "wrong", "--signatures", str(signatures_dir))
+    assert whole.exit_code == 1 and subset.exit_code == 0
+    assert "top1              0.000 (0/1)" in subset.output
