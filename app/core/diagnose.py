@@ -8,6 +8,7 @@ from datetime import datetime
 
 import regex
 
+from app.core.hangs import hang_suspect
 from app.core.library import Library
 from app.core.matcher import FileScan, scan_file
 from app.core.models import Candidate, Diagnosis, InputInfo, Line, Unexplained
@@ -176,6 +177,7 @@ def assemble(scans: Sequence[FileScan], library: Library, *, top: int | None = N
         candidates=candidates,
         unexplained=unexplained_lines,
         unrecognised_start=unrecognised_start(candidates, unexplained_lines),
+        hang=hang_suspect(candidates, scans, library),
         harmless=harmless([f for f in found if f.sig.role == "benign"]),
         redactions=shown_redactions(candidates, unexplained_lines, [s.name for s in scans]),
     )

@@ -54,11 +54,21 @@ def _help(c: Candidate, url: str | None) -> dict[str, str]:
     return {"text": text, "markdown": markdown}
 
 
-def _message(c: Candidate) -> str:
+def suspect_text(d: Diagnosis, c: Candidate) -> str | None:
+    """The hang's suspect rank, said once, with the failure that started the run."""
+    if d.hang is None or c.role != "initiating":
+        return None
+    return f"Suspect rank: {d.hang.rank}, the rank the others were waiting for ({d.hang.why})."
+
+
+def _message(d: Diagnosis, c: Candidate) -> str:
     head = {"initiating": "Initiating failure", "contributing": "Also failed", "collateral": "Collateral"}[c.role]
     if c.episode == "earlier":
         head = "Earlier trouble"
-    return f"{head}: {c.title} ({c.band}, confidence {c.confidence:.2f}). {c.summary} Why: {c.why}."
+    suspect = suspect_text(d, c)
+    return f"{head}: {c.title} ({c.band}, confidence {c.confidence:.2f}). {c.summary} Why: {c.why}." + (
+        f" {suspect}" if suspect else ""
+    )
 
 
 def render_sarif(
@@ -91,7 +101,7 @@ def render_sarif(
             "level": level(c),
             "kind": "fail",
             "rank": round(c.confidence * 100, 1),
-            "message": {"text": _message(c)},
+            "message": {"text": _message(d, c)},
             "locations": [_location(c.file, c.line, first.text if first else None)],
             "partialFingerprints": {"tracelore/signature": c.id},
             "properties": {
@@ -134,6 +144,8 @@ def render_sarif(
     }
     if permalink:
         run["properties"]["permalink"] = permalink  # type: ignore[index]
+    if d.hang:
+        run["properties"]["hang"] = d.hang.model_dump(mode="json", exclude_none=True)  # type: ignore[index]
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
@@ -180,6 +192,9 @@ def render_junit(d: Diagnosis, *, base_url: str = "", permalink: str | None = No
             ("encyclopedia", encyclopedia_url(c, base_url) or c.path),
         ]
         values += [(f"fact.{k}", v) for k, v in c.facts.items()]
+        suspect = suspect_text(d, c)
+        if suspect and d.hang:
+            values.append(("suspect_rank", str(d.hang.rank)))
         mine = [e for e in echoes if e.caused_by == c.id or (c.role == "initiating" and e.caused_by is None)]
         values += [(f"collateral.{e.id}", f"{_where(e.file, e.line)}: {e.title} ({e.why})") for e in mine]
         for name, value in values:
@@ -187,6 +202,7 @@ def render_junit(d: Diagnosis, *, base_url: str = "", permalink: str | None = No
         body = [
             f"{c.title} at {_where(c.file, c.line)} ({c.band}, confidence {c.confidence:.2f})",
             c.summary,
+            *([suspect] if suspect else []),
             "",
             "Evidence:",
             *_evidence_text(c.evidence),
@@ -247,6 +263,8 @@ def render_github(d: Diagnosis, *, base_url: str = "", permalink: str | None = N
         kind = _ANNOTATION[level(c)]
         first = next((e for e in c.evidence if e.line == c.line and e.file == c.file), None)
         lines = [c.summary]
+        if suspect := suspect_text(d, c):
+            lines += ["", suspect]
         if first is not None:
             lines += ["", f"{_where(first.file, first.line)} | {first.text}"]
         if c.role != "collateral" and c.episode == "terminal":

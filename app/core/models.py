@@ -135,6 +135,24 @@ class UnknownStart(_Frozen):
     why: str
 
 
+class HangLine(_Frozen):
+    """A log line that shows which rank a hang waited for."""
+
+    line: int
+    file: str | None = None
+    rank: int | None = None
+    time: LogTime | None = None
+    text: str
+
+
+class HangSuspect(_Frozen):
+    """The rank a job that ended in collective timeouts most likely hung on (the others waited for it)."""
+
+    rank: int
+    why: str = Field(description="what in the log points at this rank")
+    evidence: list[HangLine] = Field(default_factory=list)
+
+
 class Harmless(_Frozen):
     """Lines a benign signature explains: known to be harmless, never the failure."""
 
@@ -195,6 +213,11 @@ class Diagnosis(_Frozen):
         None,
         description="when every failure found is an echo: the error line most likely to have started the run, "
         "which no signature recognises",
+    )
+    hang: HangSuspect | None = Field(
+        None,
+        description="when the run ended in collective timeouts with no failure recognised before them: the rank "
+        "the others were waiting for, when the log tells (never guessed)",
     )
     harmless: list[Harmless] = Field(
         default_factory=list, description="lines known to be harmless that people mistake for the failure"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.core.models import Candidate, Diagnosis, Evidence, Harmless, Unexplained, UnknownStart
+from app.core.models import Candidate, Diagnosis, Evidence, HangLine, Harmless, Unexplained, UnknownStart
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 
@@ -44,7 +44,7 @@ def group_evidence(evidence: Iterable[Evidence]) -> list[tuple[Evidence, list[tu
     return list(lines.values())
 
 
-def _line_label(e: Evidence | Unexplained | UnknownStart, several: bool) -> str:
+def _line_label(e: Evidence | Unexplained | UnknownStart | HangLine, several: bool) -> str:
     """The line number, with the file name when the diagnosis spans several files."""
     return f"{e.file}:{e.line}" if several and e.file else f"{e.line:>8}"
 
@@ -94,6 +94,13 @@ def render_text(d: Diagnosis) -> str:
         out.append("  fix:")
         out += [f"    {i}. {step}" for i, step in enumerate(c.fix, 1)]
         out += [f"  verify: {c.verify}", f"  resume: {c.resume}", f"  more: {c.path}"]
+    if d.hang:
+        out += ["", f"SUSPECT RANK: {d.hang.rank} (the rank the others were waiting for when they timed out)"]
+        out.append(f"  why: {d.hang.why}")
+        out += [
+            f"    {_line_label(e, several)} | " + (f"[rank {e.rank}] " if e.rank is not None else "") + e.text
+            for e in d.hang.evidence
+        ]
     if echoes:
         out += ["", "COLLATERAL (echoes of the failure above):"]
         out += [f"  - {c.title} [{c.id}] at {_where(c)}, {c.count} lines: {c.why}" for c in echoes]
@@ -170,6 +177,10 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
         out += ["", "**Fix**", ""]
         out += [f"{i}. {step}" for i, step in enumerate(c.fix, 1)]
         out += ["", f"**Verify:** {c.verify}", "", f"**Resume:** {c.resume}", ""]
+    if d.hang:
+        out += [f"### Suspect rank: {d.hang.rank}", "", f"The rank the others were waiting for: {d.hang.why}.", ""]
+        if d.hang.evidence:
+            out += _fence([f"{_line_label(e, several)} | {e.text}" for e in d.hang.evidence]) + [""]
     if echoes:
         out += ["<details><summary>Collateral: echoes of the failure above</summary>", ""]
         out += [f"- `{c.id}` {c.title} at {_where(c)}: {c.why}" for c in echoes]

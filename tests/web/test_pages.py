@@ -138,6 +138,15 @@ def test_an_echoes_only_log_says_the_start_is_not_recognised(client: httpx.Clien
 CASES = REPO / "tests" / "corpus" / "cases"
 
 
+def test_a_hang_page_names_the_suspect_rank_near_the_top(client: httpx.Client) -> None:
+    """Ranks 0-2 time out in gloo, rank 3 of 4 never does (a real generated run)."""
+    log = (CASES / "gen-dist-hang-rank3-of-4" / "log.txt").read_text()
+    r = submit(client, files={"log": (None, log)})
+    html = client.get(r.headers["location"], headers=HTML).text
+    assert "Suspect rank: 3" in html and "rank 3 never does: the others were waiting for it" in html
+    assert html.index('class="lead"') < html.index("Suspect rank: 3") < html.index("Initiating failure")
+
+
 def test_a_time_without_a_year_is_shown_without_one(client: httpx.Client) -> None:
     """A real upstream NCCL watchdog paste: c10's "[E1206 18:44:12.715298 ...]" has no year."""
     log = (CASES / "gh-hiyouga-llamafactory-6269" / "log.txt").read_text()

@@ -1,0 +1,187 @@
+"""Name the suspect rank of a hang: the rank the others were waiting for.
+
+When a job ends in collective timeouts and no failure is recognised before them, the
+ranks that report the timeout were waiting; the suspect is the one they waited for:
+
+* a rank another rank names (gloo's "Rank 1 failed to pass monitoredBarrier");
+* the rank whose NCCL work sequence numbers lag the others' in the same process group
+  ("last enqueued NCCL work: 1580" where the others enqueued 1582);
+* the one rank of the job that never reports the timeout.
+
+When nothing tells, there is no suspect: it is never guessed. The answer depends only on
+sets and minima of what the scans picked, so never on the order of a job's files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import regex
+
+from app.core.library import Library
+from app.core.matcher import FileScan
+from app.core.models import Candidate, HangLine, HangSuspect, Line
+
+HANG_IDS = frozenset({"nccl.watchdog_timeout", "dist.gloo_timeout", "dist.heartbeat_monitor_stuck"})
+# The lines only a rank that waited prints (pattern names in signatures/distributed/). Not the
+# heartbeat monitor's: its watchdog stuck, that rank may be the hung one; not gloo's pair
+# closure or NCCL's dump signal, which the hung rank may print too.
+WAITING = {
+    "nccl.watchdog_timeout": frozenset(
+        {"watchdog_timeout", "watchdog_timeout_wrapped", "worknccl_ran_for", "pg_status"}
+    ),
+    "dist.gloo_timeout": frozenset({"gloo_wait_timeout", "gloo_wait_timeout_bare", "monitored_barrier"}),
+}
+NAMED_FACT = "missing_rank"  # a waiting rank names the rank it waits for (monitored barrier)
+LAUNCHER_FACT = "root_rank"  # the launcher's summary lists every failed rank of the job
+ENQUEUED, COMPLETED = "last_enqueued", "last_completed"
+
+_PROCESS_GROUP = regex.compile(r"\[PG (?:ID )?(\d+)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class _Report:
+    """A timeout line and the rank that printed it."""
+
+    line: Line
+    rank: int | None
+    groups: dict[str, str]
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.line.file or "", self.line.no)
+
+
+def hang_suspect(candidates: Sequence[Candidate], scans: Sequence[FileScan], library: Library) -> HangSuspect | None:
+    """The rank a job that ended in collective timeouts most likely hung on, if the log tells."""
+    first = next((c for c in candidates if c.role == "initiating"), None)
+    if first is None or first.id not in HANG_IDS:
+        return None  # a recognised root failure explains the timeouts
+    reports = sorted(_reports(scans, library), key=lambda r: r.key)
+    if not reports:
+        return None
+    return _named(reports) or _lagging(reports) or _silent(reports, scans, library)
+
+
+def _reports(scans: Iterable[FileScan], library: Library) -> Iterator[_Report]:
+    indexes = {
+        library.index[p.regex]
+        for sig_id, names in WAITING.items()
+        if (sig := library.signatures.get(sig_id)) is not None
+        for p in (*sig.fingerprints, *sig.symptoms)
+        if p.name in names
+    }
+    for scan in scans:
+        for idx in sorted(indexes):
+            hits = scan.hits.get(idx)
+            for hit in hits.first if hits else ():
+                rank = hit.line.rank
+                if rank is None and hit.groups.get("rank", "").isdigit():
+                    rank = int(hit.groups["rank"])  # "[Rank 3] Watchdog caught ..." without a launcher prefix
+                yield _Report(hit.line, rank, hit.groups)
+
+
+def _shown(line: Line, rank: int | None = None) -> HangLine:
+    text = line.text[line.content_start :].strip()[:500] or line.text[:500]
+    return HangLine(line=line.no, file=line.file, rank=line.rank if rank is None else rank, time=line.time, text=text)
+
+
+def _named(reports: Sequence[_Report]) -> HangSuspect | None:
+    """A rank that a waiting rank names as the one that did not arrive."""
+    named = [r for r in reports if r.groups.get(NAMED_FACT, "").isdigit()]
+    ranks = {int(r.groups[NAMED_FACT]) for r in named}
+    if len(ranks) != 1:
+        return None
+    suspect, r = ranks.pop(), named[0]
+    by = f"rank {r.rank}" if r.rank is not None else "a waiting rank"
+    return HangSuspect(
+        rank=suspect,
+        why=f"{by} reports that rank {suspect} did not reach the barrier the others waited at",
+        evidence=[_shown(r.line, r.rank)],
+    )
+
+
+def _work(r: _Report) -> tuple[int, int]:
+    """A report's (last enqueued, last completed) NCCL work sequence numbers."""
+    return int(r.groups[ENQUEUED]), int(r.groups[COMPLETED])
+
+
+def _lagging(reports: Sequence[_Report]) -> HangSuspect | None:
+    """The rank whose NCCL work sequence numbers lag the other ranks' of its process group."""
+    state: dict[tuple[int | None, int], _Report] = {}
+    for r in reports:
+        if r.rank is None or not (r.groups.get(ENQUEUED, "").isdigit() and r.groups.get(COMPLETED, "").isdigit()):
+            continue
+        m = _PROCESS_GROUP.search(r.line.text)
+        key = (int(m[1]) if m else None, r.rank)
+        # A rank that reports twice: its least advanced report stands.
+        state[key] = min(state.get(key, r), r, key=lambda x: (*_work(x), x.key))
+    found: dict[int, HangSuspect] = {}
+    for group in sorted({pg for pg, _ in state}, key=lambda pg: (pg is not None, pg or 0)):
+        ranks = {rank: r for (pg, rank), r in state.items() if pg == group}
+        if len(ranks) < 2:
+            continue
+        for pos, label in enumerate(("last enqueued", "last completed")):
+            low = min(_work(r)[pos] for r in ranks.values())
+            behind = [rank for rank, r in ranks.items() if _work(r)[pos] == low]
+            if len(behind) != 1:
+                continue
+            rank = behind[0]
+            others = " and ".join(map(str, sorted({_work(r)[pos] for k, r in ranks.items() if k != rank})))
+            where = f" in process group {group}" if group is not None else ""
+            why = f"rank {rank}'s {label} NCCL work is {low} while the other ranks'{where} is {others}: " + (
+                "it never reached the collective they wait in" if pos == 0 else "it fell behind them"
+            )
+            shown = [ranks[rank], *(ranks[k] for k in sorted(ranks) if k != rank)][:3]
+            found.setdefault(rank, HangSuspect(rank=rank, why=why, evidence=[_shown(x.line, x.rank) for x in shown]))
+            break
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _job_ranks(scans: Iterable[FileScan], library: Library) -> set[int]:
+    """The ranks the job shows: on picked lines (file-named ranks included) or in the launcher's summary.
+
+    A rank seen only on the hang's own lines (its heartbeat monitor firing) is left out: that
+    proves neither that it waited nor that it was there to be waited for.
+    """
+    hang_lines = {
+        library.index[p.regex]
+        for sig_id in HANG_IDS
+        if (sig := library.signatures.get(sig_id)) is not None
+        for p in (*sig.fingerprints, *sig.symptoms)
+    }
+    ranks: set[int] = set()
+    for scan in scans:
+        own = {hit.line.no for idx in hang_lines if (hits := scan.hits.get(idx)) for hit in hits.first}
+        ranks.update(line.rank for line in scan.edge_lines if line.rank is not None and line.no not in own)
+        for ph in scan.hits.values():
+            for hit in ph.first:
+                if hit.line.no in own:
+                    continue
+                if hit.line.rank is not None:
+                    ranks.add(hit.line.rank)
+                if hit.groups.get(LAUNCHER_FACT, "").isdigit():
+                    ranks.add(int(hit.groups[LAUNCHER_FACT]))
+    return ranks
+
+
+def _silent(reports: Sequence[_Report], scans: Sequence[FileScan], library: Library) -> HangSuspect | None:
+    """The one rank of the job that never reports the timeout the others report."""
+    waiting = {r.rank for r in reports if r.rank is not None}
+    missing = _job_ranks(scans, library) - waiting
+    if not waiting or len(missing) != 1:
+        return None
+    suspect = missing.pop()
+    names = ", ".join(map(str, sorted(waiting)))
+    plural = "s" if len(waiting) > 1 else ""
+    seen: dict[int, _Report] = {}
+    for r in reports:
+        if r.rank is not None:
+            seen.setdefault(r.rank, r)
+    return HangSuspect(
+        rank=suspect,
+        why=f"rank{plural} {names} report{'' if plural else 's'} the collective timeout and rank {suspect} never "
+        f"does: the others were waiting for it",
+        evidence=[_shown(seen[rank].line, rank) for rank in sorted(seen)][:3],
+    )

@@ -1,0 +1,120 @@
+"""The suspect rank of a hang, on the corpus's real logs: named where the log shows it, else none."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from app.core.diagnose import diagnose_many
+from app.core.formats import render_github, render_junit, render_sarif
+from app.core.hangs import WAITING
+from app.core.library import Library
+from app.core.models import Diagnosis
+from app.core.render import render_markdown, render_text
+from app.corpus import load_case
+from app.evaluate import rank_files
+
+CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
+
+
+def _diagnose(case_id: str, library: Library) -> Diagnosis:
+    case = load_case(CASES / case_id)
+    return diagnose_many([(p.name, p) for p in case.logs], library, threads=1)
+
+
+# Generated hangs: each case.yaml's notes say which rank hung.
+@pytest.mark.parametrize(
+    ("case_id", "rank", "why"),
+    [
+        # Rank 1 of 2 sleeps; rank 0 times out in gloo; the launcher's summary lists rank 1.
+        ("gen-dist-hang-rank1-gloo-timeout", 1, "rank 0 reports the collective timeout and rank 1 never does"),
+        # Rank 3 of 4 stops after step 8; ranks 0-2 time out.
+        ("gen-dist-hang-rank3-of-4", 3, "ranks 0, 1, 2 report the collective timeout and rank 3 never does"),
+        # One file per rank: rank0.log ends silently at step 5, rank 1 times out (no times at all).
+        ("gen-dist-per-rank-hang", 0, "rank 1 reports the collective timeout and rank 0 never does"),
+        # Rank 0 runs a long evaluation; rank 1 waits and times out.
+        ("gen-dist-slow-eval-rank0", 0, "rank 1 reports the collective timeout and rank 0 never does"),
+        # Rank 2 of 3 straggles in evaluation while ranks 0-1 wait in all_gather_object.
+        ("gen-dist-all-gather-object-straggler", 2, "ranks 0, 1 report the collective timeout and rank 2 never"),
+        # Rank 0's monitored barrier names rank 1.
+        ("gen-dist-monitored-barrier", 1, "rank 0 reports that rank 1 did not reach the barrier"),
+    ],
+)
+def test_the_rank_that_hung_is_named(case_id: str, rank: int, why: str, shipped_library: Library) -> None:
+    d = _diagnose(case_id, shipped_library)
+    assert d.initiating is not None and d.initiating.id == "dist.gloo_timeout"
+    assert d.hang is not None
+    assert (d.hang.rank, d.hang.why[: len(why)]) == (rank, why)
+    assert d.hang.evidence and all(e.rank != rank for e in d.hang.evidence), "the evidence is the waiting ranks' lines"
+    assert "Timed out waiting" in d.hang.evidence[0].text or "monitoredBarrier" in d.hang.evidence[0].text
+
+
+@pytest.mark.parametrize(
+    "case_id",
+    [
+        # Upstream NCCL watchdog pastes: every rank shown times out on the same SeqNum with the same
+        # last enqueued / last completed work, and no other rank appears: nothing tells.
+        "gh-hiyouga-llamafactory-7396",
+        "gh-hiyouga-llamafactory-6269",
+        "gh-xpixelgroup-basicsr-737",
+        "gh-mlfoundations-open-clip-1024",
+        # One rank's watchdog times out, another's heartbeat monitor fires: that is no sign it was
+        # the rank the first one waited for.
+        "gh-snowflakedb-arctictraining-219",
+        # Rank 0 alone reports both gloo and NCCL timeouts; no other rank is shown.
+        "gh-peterande-d-fine-75",
+        # Mismatched collectives: every rank of the job reports a gloo timeout, none is missing.
+        "gen-dist-collective-order-3ranks-nodebug",
+        "gen-dist-collective-shape-mismatch-nodebug",
+    ],
+)
+def test_no_suspect_is_guessed_when_the_log_does_not_tell(case_id: str, shipped_library: Library) -> None:
+    d = _diagnose(case_id, shipped_library)
+    assert d.initiating is not None and d.initiating.id in ("nccl.watchdog_timeout", "dist.gloo_timeout")
+    assert d.hang is None
+
+
+def test_a_job_whose_first_failure_is_not_a_timeout_names_no_suspect(shipped_library: Library) -> None:
+    # A per-rank job whose first failure is an IndexError on one rank: a crash, not a hang.
+    d = _diagnose("gen-dist-per-rank-index-error", shipped_library)
+    assert d.initiating is not None and d.initiating.id == "data.index_out_of_range"
+    assert d.hang is None
+
+
+def test_the_suspect_does_not_depend_on_the_order_of_the_job_s_files(shipped_library: Library) -> None:
+    files = rank_files(load_case(CASES / "gen-dist-hang-rank3-of-4"))
+    assert files is not None and len(files) >= 4
+    for order in itertools.permutations(files):
+        d = diagnose_many(list(order), shipped_library, threads=1)
+        assert d.hang is not None and d.hang.rank == 3, [name for name, _ in order]
+
+
+def test_the_suspect_is_shown_in_text_markdown_and_json(shipped_library: Library) -> None:
+    d = _diagnose("gen-dist-hang-rank3-of-4", shipped_library)
+    text = render_text(d)
+    assert "SUSPECT RANK: 3 (the rank the others were waiting for" in text
+    assert text.index("INITIATING:") < text.index("SUSPECT RANK") < text.index("COLLATERAL")
+    assert "### Suspect rank: 3" in render_markdown(d)
+    dumped = d.model_dump(mode="json")["hang"]
+    assert dumped["rank"] == 3 and [e["rank"] for e in dumped["evidence"]] == [0, 1, 2]
+    assert Diagnosis.model_validate_json(d.model_dump_json()) == d
+
+
+def test_the_waiting_lines_name_patterns_the_library_has(shipped_library: Library) -> None:
+    for sig_id, names in WAITING.items():
+        sig = shipped_library.signatures[sig_id]
+        assert names <= {p.name for p in (*sig.fingerprints, *sig.symptoms)}, sig_id
+
+
+def test_the_ci_formats_mention_the_suspect_with_the_initiating_failure(shipped_library: Library) -> None:
+    d = _diagnose("gen-dist-slow-eval-rank0", shipped_library)
+    sarif = render_sarif(d, tool_version="test")
+    run = sarif["runs"][0]  # type: ignore[index]
+    first = run["results"][0]
+    assert first["properties"]["role"] == "initiating" and "Suspect rank: 0" in first["message"]["text"]
+    assert not any("Suspect rank" in r["message"]["text"] for r in run["results"][1:])
+    assert run["properties"]["hang"]["rank"] == 0
+    assert 'name="suspect_rank" value="0"' in render_junit(d)
+    assert "Suspect rank: 0" in render_github(d).splitlines()[0]
