@@ -11,7 +11,7 @@ import regex
 from app.core.hangs import hang_suspect
 from app.core.library import Library
 from app.core.matcher import FileScan, scan_file
-from app.core.models import Candidate, Diagnosis, InputInfo, Line, Unexplained
+from app.core.models import Candidate, Diagnosis, InputInfo, Line, SimilarEntry, Unexplained, UnknownStart
 from app.core.ranker import find_signatures, harmless, rank_found, unexplained, unrecognised_start
 from app.core.reader import Source, iter_blocks, source_name
 from app.core.redact import DEFAULT, Redactor, count_placeholders
@@ -176,7 +176,7 @@ def assemble(scans: Sequence[FileScan], library: Library, *, top: int | None = N
         ),
         candidates=candidates,
         unexplained=unexplained_lines,
-        unrecognised_start=unrecognised_start(candidates, unexplained_lines),
+        unrecognised_start=with_similar(unrecognised_start(candidates, unexplained_lines), library),
         hang=hang_suspect(candidates, scans, library),
         harmless=harmless([f for f in found if f.sig.role == "benign"]),
         redactions=shown_redactions(candidates, unexplained_lines, [s.name for s in scans]),
@@ -195,3 +195,14 @@ def shown_redactions(
         texts[(u.file, u.line)] = u.text
     ordered = [texts[k] for k in sorted(texts, key=lambda k: (k[0] or "", k[1]))]
     return count_placeholders([*ordered, *(n for n in names if n)])
+
+
+def with_similar(start: UnknownStart | None, library: Library) -> UnknownStart | None:
+    """An unrecognised start with the library entries worded most like it (leads, not matches)."""
+    if start is None:
+        return None
+    similar = [
+        SimilarEntry(id=sid, title=library.signatures[sid].title, path=f"/failures/{sid}", score=score)
+        for sid, score in library.similar.nearest(start.text)
+    ]
+    return start.model_copy(update={"similar": similar})

@@ -28,6 +28,7 @@ from app.core import builtin
 from app.core.rewrites import frame_anchors, relaxed
 from app.core.scoring import Measured
 from app.core.signature import Pattern, Signature
+from app.core.similar import SimilarIndex
 from app.errors import Issue, LibraryError
 
 TAXONOMY_FILE = "taxonomy.yaml"  # the list of failure classes, beside the signature folders
@@ -121,6 +122,11 @@ class Library:
 
     def __len__(self) -> int:
         return len(self.signatures)
+
+    @functools.cached_property
+    def similar(self) -> SimilarIndex:
+        """The entries' wording indexed once, to suggest the nearest to a line nothing recognised."""
+        return SimilarIndex.build(self.signatures.values())
 
     @functools.cached_property
     def kinds(self) -> Mapping[str, frozenset[int]]:

@@ -125,6 +125,15 @@ class Candidate(_Frozen):
     path: str = Field(description="encyclopedia path of the failure class")
 
 
+class SimilarEntry(_Frozen):
+    """A library entry whose wording is near an unrecognised line: a lead, not a match."""
+
+    id: str
+    title: str
+    path: str = Field(description="encyclopedia path of the entry")
+    score: float = Field(description="BM25 score of the entry's wording against the line")
+
+
 class UnknownStart(_Frozen):
     """The most likely start of a run whose first failure no signature recognises."""
 
@@ -133,6 +142,9 @@ class UnknownStart(_Frozen):
     file: str | None = None
     rank: int | None = None
     why: str
+    similar: list[SimilarEntry] = Field(
+        default_factory=list, description="entries worded most like this line; similar, not matched"
+    )
 
 
 class HangLine(_Frozen):

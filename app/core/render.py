@@ -79,6 +79,11 @@ def render_text(d: Diagnosis) -> str:
                 f"    {u.text}",
                 f"  why: {u.why}",
             ]
+            if u.similar:
+                out.append(
+                    "  similar entries (worded like it, not matched): "
+                    + ", ".join(f"{s.id} ({s.title})" for s in u.similar)
+                )
     for c in main:
         label = "INITIATING" if c.role == "initiating" else "ALSO FAILED"
         out += [
@@ -166,6 +171,9 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
             u = d.unrecognised_start
             out += [f"Most likely start ({u.why}):", ""]
             out += _fence([f"{_line_label(u, several)} | {u.text}"]) + [""]
+            if u.similar:
+                links = [f"[{s.title}]({base_url.rstrip('/')}{s.path})" if base_url else s.title for s in u.similar]
+                out += ["Similar entries (worded like it, not matched): " + "; ".join(links), ""]
     for c in main:
         head = "Initiating failure" if c.role == "initiating" else "Also failed"
         title = f"[{c.title}]({base_url.rstrip('/')}{c.path})" if base_url else c.title

@@ -143,3 +143,19 @@ def test_multiple_files_are_ordered_by_time(cascade_library: Library) -> None:
         ("nccl.watchdog_timeout", "collateral", "rank0.log"),
     ]
     assert d.input.files == ["rank0.log", "rank5.log"]
+
+
+def test_an_unrecognised_start_offers_entries_worded_like_it(library: Library) -> None:
+    """Similar entries are leads for a line nothing recognised: from the library, never candidates."""
+    case = CORPUS / "gh-deepspeedai-deepspeed-6793" / "log.txt"
+    unknowing = build_library(s for s in library.signatures.values() if s.id != "deepspeed.zero_no_sync")
+    d = diagnose(case.read_bytes(), unknowing)
+    similar = d.unrecognised_start.similar if d.unrecognised_start else []
+    assert similar and similar[0].id == "deepspeed.config_error"
+    assert {s.id for s in similar} <= set(unknowing.signatures)
+    assert not {s.id for s in similar} & {c.id for c in d.candidates}
+    assert "similar entries (worded like it, not matched): deepspeed.config_error" in render_text(d)
+
+
+def test_a_line_that_shares_no_telling_word_suggests_nothing(library: Library) -> None:
+    assert library.similar.nearest("Traceback (most recent call last): see above, error 12 at 0x7f3a") == []
