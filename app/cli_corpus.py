@@ -16,6 +16,14 @@ from app.corpus import CaseSpec, CorpusError, add_case
 DEFAULT_CORPUS = Path("tests/corpus")
 
 
+def _aliases(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    pairs = [tuple(v.split("=", 1)) for v in values]
+    bad = [v for v, pair in zip(values, pairs, strict=True) if len(pair) != 2 or not pair[0] or not pair[1]]
+    if bad:
+        raise click.UsageError(f"--alias takes LOCAL=NEUTRAL, got {bad[0]!r}")
+    return [(local, neutral) for local, neutral in pairs]
+
+
 def _ids(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
@@ -36,6 +44,13 @@ def corpus() -> None:
 @click.option("--tag", "tags", multiple=True, help="A kind of log (multi-rank, cpp-tail, bare-line, gloo, ...).")
 @click.option("--corpus", "root", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CORPUS)
 @click.option("--replace", is_flag=True, help="Overwrite a case of that name.")
+@click.option(
+    "--alias",
+    "aliases",
+    multiple=True,
+    metavar="LOCAL=NEUTRAL",
+    help="Write a local path prefix under a neutral name, e.g. a virtualenv: --alias $VIRTUAL_ENV=/opt/venv.",
+)
 def corpus_add(
     case_id: str,
     logs: tuple[str, ...],
@@ -47,10 +62,12 @@ def corpus_add(
     tags: tuple[str, ...],
     root: Path,
     replace: bool,
+    aliases: tuple[str, ...],
 ) -> None:
     """Add CASE to the corpus from LOGS (a file, several per-rank *.log files, or - for stdin).
 
-    The log is redacted with Tracelore's own rules before it is written; nothing else is changed.
+    The log is redacted with Tracelore's own rules before it is written; apart from the path
+    prefixes given with --alias, nothing else is changed.
     """
     try:
         spec = CaseSpec(
@@ -71,7 +88,7 @@ def corpus_add(
             raise click.ClickException(f"cannot read {name}: {exc.strerror}") from exc
         pairs.append((name, data))
     try:
-        case = add_case(root, case_id, pairs, spec, replace=replace)
+        case = add_case(root, case_id, pairs, spec, replace=replace, aliases=_aliases(aliases))
     except CorpusError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"added {case.id}: {', '.join(p.name for p in case.logs)} ({spec.expected})")

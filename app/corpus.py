@@ -191,9 +191,13 @@ def load_corpus(root: Path, *, only: str | None = None) -> list[Case]:
     return cases
 
 
-def redact_log(data: bytes, redactor: Redactor = DEFAULT) -> str:
-    """A log as it may be committed: decoded (invalid bytes replaced) and redacted line by line."""
+def redact_log(data: bytes, redactor: Redactor = DEFAULT, aliases: Sequence[tuple[str, str]] = ()) -> str:
+    """A log as it may be committed: decoded (invalid bytes replaced), the local path prefixes
+    given as aliases written as their neutral names (the virtualenv a generator ran in), and
+    redacted line by line."""
     text = data.decode("utf-8", errors="replace")
+    for local, neutral in aliases:
+        text = text.replace(local, neutral)
     return redactor.text(text).text
 
 
@@ -205,6 +209,7 @@ def add_case(
     *,
     replace: bool = False,
     redactor: Redactor = DEFAULT,
+    aliases: Sequence[tuple[str, str]] = (),
 ) -> Case:
     """Write a new case: the logs redacted, `case.yaml` from spec. Written whole or not at all.
 
@@ -232,7 +237,7 @@ def add_case(
     staging = Path(tempfile.mkdtemp(prefix=f".{case_id}.", dir=base))
     try:
         for name, data in files:
-            (staging / name).write_text(redact_log(data, redactor), encoding="utf-8", newline="")
+            (staging / name).write_text(redact_log(data, redactor, aliases), encoding="utf-8", newline="")
         body = spec.model_dump(exclude_defaults=True)
         (staging / CASE_FILE).write_text(
             yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8"

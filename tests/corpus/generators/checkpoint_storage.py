@@ -3,7 +3,7 @@
 Usage:  python tests/corpus/generators/checkpoint_storage.py OUTDIR [CASE ...]
 
 Run it with an interpreter that has torch, numpy, safetensors, transformers,
-redis, msgpack, boto3 and moto installed (we used /work/genvenv: torch 2.13.0+cpu,
+redis, msgpack, boto3 and moto installed (the committed cases used torch 2.13.0+cpu,
 Python 3.11.7).  Every scenario writes a small, real training or utility
 program, runs it in a subprocess with stdout and stderr merged (as
 `python train.py 2>&1 | tee train.log` does), and saves the captured bytes

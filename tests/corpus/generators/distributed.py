@@ -8,7 +8,7 @@ per-rank scenarios, OUTDIR/<case-id>/rankN.log (torchrun's own --log-dir/--redir
 files). Nothing in a log is written by hand: the script writes a small real training
 program (train_ddp.py, below), runs it under the real launcher and captures the output.
 The failure is caused on purpose (each scenario's docstring says how), so the label
-is known. Needs the heavy venv (torch CPU build): /work/genvenv/bin/python.
+is known. Needs a Python with torch (the CPU build is enough): run the script with it, or set GEN_PYTHON.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Usage:  python tests/corpus/generators/redis_checkpoint_cache.py OUTDIR [CASE ...]
 
 Needs root (it mounts a 512 KiB tmpfs as the Redis data directory), redis-server 7.0 on
-PATH, and an interpreter with torch and redis-py (we used /work/genvenv: torch 2.13.0+cpu,
+PATH, and an interpreter with torch and redis-py (the committed cases used torch 2.13.0+cpu,
 redis-py 8.1.0, Python 3.11.7, redis-server 7.0.15).
 
 The incident: a training job caches its state (model and optimizer state_dicts and the

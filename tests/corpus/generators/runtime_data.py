@@ -11,7 +11,7 @@ OUTDIR/<case-id>/log.txt (as `python train.py 2>&1 | tee train.log` would).
 Nothing in a log is written by this script: only the program that produced it.
 
 The programs need a Python with torch (CPU build), transformers, peft, accelerate,
-datasets and pillow; set GEN_VENV to its virtualenv (default /work/genvenv).
+datasets and pillow; set GEN_VENV to its virtualenv (default: the one running this script).
 Some scenarios need root: the OOM ones create a cgroup-v1 memory cgroup under
 /sys/fs/cgroup/memory/, the shm one runs in `unshare -m` with a small tmpfs on /dev/shm.
 hf-ok-tokenizers-fork-warning needs GEN_TOK_VENV, a virtualenv with tokenizers==0.21.1 and
@@ -25,7 +25,7 @@ import sys
 import textwrap
 import time
 
-VENV = os.environ.get("GEN_VENV", "/work/genvenv")
+VENV = os.environ.get("GEN_VENV", sys.prefix)
 SCENARIOS = {}
 
 
@@ -2479,7 +2479,7 @@ def num_ok_loss_spike_recovers(d):
     )
 
 
-TOK_VENV = os.environ.get("GEN_TOK_VENV", "/tmp/tokvenv")  # tokenizers 0.21.1 + tqdm only
+TOK_VENV = os.environ.get("GEN_TOK_VENV", "")  # tokenizers 0.21.1 + tqdm only
 
 
 @scenario
