@@ -123,6 +123,10 @@ class Case:
     def healthy(self) -> bool:
         return self.spec.expected == HEALTHY
 
+    def read(self) -> list[tuple[str, bytes]]:
+        """The case's log files as (file name, bytes)."""
+        return [(path.name, path.read_bytes()) for path in self.logs]
+
     @property
     def accepted(self) -> frozenset[str]:
         """The ids that count as a right answer."""

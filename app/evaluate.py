@@ -1,7 +1,7 @@
 """`tracelore eval`: the real `diagnose()` over the corpus, scored, rendered and checked.
 
-Also writes and reads what the corpus measured per signature (`measured.json` beside
-the signatures), which the encyclopedia shows on every entry.
+Also writes what the corpus measured per signature (`measured.json` beside the
+signatures); the library loads it and the encyclopedia shows it on every entry.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import yaml
 
 from app.core.diagnose import diagnose_many
 from app.core.library import Library
+from app.core.lint import load_taxonomy
 from app.core.prefixes import parse_prefixes
 from app.core.reader import strip_ansi
 from app.core.scoring import FIGURES, Outcome, Report, score
@@ -29,16 +30,16 @@ ORDERS = 4  # orders a multi-rank case's files are diagnosed in: as given, rever
 UNRANKED_FILE = "launcher.log"  # where a split log's lines with no rank prefix go
 
 
-def rank_files(case: Case) -> list[tuple[str, bytes]] | None:
+def rank_files(logs: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]] | None:
     """A multi-rank case as per-rank files: its own `*.log` files, or its one log split by rank prefix.
 
     None when the case holds one rank only. Lines without a rank prefix (the launcher's)
     make a file of their own.
     """
-    if len(case.logs) > 1:
-        return [(path.name, path.read_bytes()) for path in case.logs]
+    if len(logs) > 1:
+        return list(logs)
     groups: dict[int | None, list[bytes]] = {}
-    for raw in case.logs[0].read_bytes().splitlines(keepends=True):
+    for raw in logs[0][1].splitlines(keepends=True):
         rank = parse_prefixes(strip_ansi(raw).decode("utf-8", errors="replace")).rank
         groups.setdefault(rank, []).append(raw)
     ranks = sorted(r for r in groups if r is not None)
@@ -71,31 +72,27 @@ def answer(files: Sequence[tuple[str, bytes]], library: Library) -> tuple[tuple[
     return tuple((c.id, c.role, c.caused_by, c.file, c.line, c.rank) for c in d.candidates)
 
 
-def order_stable(case: Case, library: Library) -> bool | None:
+def order_stable(case_id: str, logs: Sequence[tuple[str, bytes]], library: Library) -> bool | None:
     """Whether a multi-rank case's per-rank files give the same answer in every order (None: one rank)."""
-    files = rank_files(case)
+    files = rank_files(logs)
     if files is None:
         return None
-    answers = {answer([files[i] for i in order], library) for order in shuffled_orders(case.id, len(files))}
+    answers = {answer([files[i] for i in order], library) for order in shuffled_orders(case_id, len(files))}
     return len(answers) == 1
 
 
 def run_case(case: Case, library: Library) -> Outcome:
-    """Diagnose one case's logs as one job."""
-    handles = [path.open("rb") for path in case.logs]
+    """Diagnose one case's logs as one job (each file read once)."""
+    logs = case.read()
+    named = [(name if len(logs) > 1 else None, data) for name, data in logs]
     try:
-        names = [p.name if len(case.logs) > 1 else None for p in case.logs]
-        try:
-            d = diagnose_many(list(zip(names, handles, strict=True)), library, threads=1)
-        except TraceloreError:
-            ranked: tuple[str, ...] = ()
-            likely: frozenset[str] = frozenset()
-        else:
-            ranked = tuple(c.id for c in d.candidates)
-            likely = frozenset(c.id for c in d.candidates if c.band == "likely")
-    finally:
-        for handle in handles:
-            handle.close()
+        d = diagnose_many(named, library, threads=1)
+    except TraceloreError:
+        ranked: tuple[str, ...] = ()
+        likely: frozenset[str] = frozenset()
+    else:
+        ranked = tuple(c.id for c in d.candidates)
+        likely = frozenset(c.id for c in d.candidates if c.band == "likely")
     return Outcome(
         case=case.id,
         expected=case.spec.expected,
@@ -104,24 +101,15 @@ def run_case(case: Case, library: Library) -> Outcome:
         ranked=ranked,
         likely=likely,
         tags=case.spec.tags,
-        order_stable=order_stable(case, library),
+        order_stable=order_stable(case.id, logs, library),
     )
 
 
-def taxonomy_layers(path: Path | None) -> dict[str, str]:
-    """id -> layer from a taxonomy file, so that a class with no signature yet is still counted in its layer."""
-    if path is None or not path.is_file():
-        return {}
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        return {entry["id"]: layer for layer, entries in data.items() for entry in entries or ()}
-    except (yaml.YAMLError, KeyError, TypeError, AttributeError):
-        return {}
-
-
 def evaluate(cases: Sequence[Case], library: Library, *, taxonomy: Path | None = None) -> Report:
+    """Every case diagnosed and scored; a class with no signature yet counts in its taxonomy layer."""
     outcomes = [run_case(case, library) for case in cases]
-    layer_of = {**taxonomy_layers(taxonomy), **{sid: sig.layer for sid, sig in library.signatures.items()}}
+    planned = load_taxonomy(taxonomy).layers if taxonomy is not None and taxonomy.is_file() else {}
+    layer_of = {**planned, **{sid: sig.layer for sid, sig in library.signatures.items()}}
     return score(outcomes, layer_of=layer_of, known=library.signatures)
 
 

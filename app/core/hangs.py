@@ -14,7 +14,7 @@ sets and minima of what the scans picked, so never on the order of a job's files
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import regex
@@ -64,14 +64,19 @@ def hang_suspect(candidates: Sequence[Candidate], scans: Sequence[FileScan], lib
     return _named(reports) or _lagging(reports) or _silent(reports, scans, library)
 
 
-def _reports(scans: Iterable[FileScan], library: Library) -> Iterator[_Report]:
-    indexes = {
+def _patterns(library: Library, wanted: Mapping[str, frozenset[str] | None]) -> set[int]:
+    """Engine indexes of the signatures' patterns: those named, or all of a signature's (None)."""
+    return {
         library.index[p.regex]
-        for sig_id, names in WAITING.items()
+        for sig_id, names in wanted.items()
         if (sig := library.signatures.get(sig_id)) is not None
         for p in (*sig.fingerprints, *sig.symptoms)
-        if p.name in names
+        if names is None or p.name in names
     }
+
+
+def _reports(scans: Iterable[FileScan], library: Library) -> Iterator[_Report]:
+    indexes = _patterns(library, WAITING)
     for scan in scans:
         for idx in sorted(indexes):
             hits = scan.hits.get(idx)
@@ -145,12 +150,7 @@ def _job_ranks(scans: Iterable[FileScan], library: Library) -> set[int]:
     A rank seen only on the hang's own lines (its heartbeat monitor firing) is left out: that
     proves neither that it waited nor that it was there to be waited for.
     """
-    hang_lines = {
-        library.index[p.regex]
-        for sig_id in HANG_IDS
-        if (sig := library.signatures.get(sig_id)) is not None
-        for p in (*sig.fingerprints, *sig.symptoms)
-    }
+    hang_lines = _patterns(library, dict.fromkeys(HANG_IDS))
     ranks: set[int] = set()
     for scan in scans:
         own = {hit.line.no for idx in hang_lines if (hits := scan.hits.get(idx)) for hit in hits.first}

@@ -67,6 +67,11 @@ LogTime = Annotated[
 LIKELY = 0.5  # confidence at or above which a candidate is reported as "likely"
 
 
+def entry_path(signature_id: str) -> str:
+    """Where a failure class's encyclopedia entry is served."""
+    return f"/failures/{signature_id}"
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 

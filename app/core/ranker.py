@@ -23,7 +23,7 @@ import regex
 from app.core.fill import fill
 from app.core.library import Library
 from app.core.matcher import FileScan, LineHit, PatternHits
-from app.core.models import LIKELY, Candidate, Evidence, Harmless, Unexplained, UnknownStart
+from app.core.models import LIKELY, Candidate, Evidence, Harmless, Unexplained, UnknownStart, entry_path
 from app.core.signature import Pattern, Signature
 from app.core.times import comparable
 from app.core.versions import satisfies
@@ -51,7 +51,7 @@ class Position:
             return a < b
         if self.file_index == other.file_index:
             return self.line < other.line
-        # Files come in the job's canonical order (diagnose.canonical_order), never the
+        # Files come in the job's canonical order (job.arrange), never the
         # order they were given in.
         return self.file_index < other.file_index
 
@@ -364,7 +364,7 @@ def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -
         fix=[fill(step, f.facts) for step in sig.fix],
         verify=fill(sig.verify, f.facts),
         resume=fill(sig.resume, f.facts),
-        path=f"/failures/{sig.id}",
+        path=entry_path(sig.id),
     )
 
 
@@ -420,7 +420,7 @@ def harmless(found: Iterable[Found]) -> list[Harmless]:
                 time=line.time,
                 count=f.count,
                 text=line.text[line.content_start :].strip()[:500],
-                path=f"/failures/{f.sig.id}",
+                path=entry_path(f.sig.id),
             )
         )
     return out
@@ -434,14 +434,13 @@ def unexplained(library: Library, scans: Iterable[FileScan], fired: Iterable[str
     """
     error_ids = library.kinds["error"]
     names = set(fired)
-    explaining = {
-        i
-        for i, rules in enumerate(library.rules)
-        if any(r.signature in names and r.kind in ("fingerprint", "symptom") for r in rules)
-    }
+
+    def explains(i: int) -> bool:
+        return any(r.signature in names and r.kind in ("fingerprint", "symptom") for r in library.rules[i])
+
     groups: dict[str, Unexplained] = {}
     for scan in scans:
-        explained = {n for i, h in scan.hits.items() if i in explaining for n in h.lines}
+        explained = {n for i, h in scan.hits.items() if explains(i) for n in h.lines}
         seen_lines: set[int] = set()
         for idx in error_ids:
             hits = scan.hits.get(idx)

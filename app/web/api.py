@@ -14,6 +14,7 @@ from sqlalchemy import text
 from starlette.datastructures import URLPath
 
 from app.config import Settings
+from app.core.models import entry_path
 from app.core.signature import Signature
 from app.errors import NotFound, NotReady
 from app.store.diagnoses import Record, Window, get_diagnosis, get_log, save_diagnosis
@@ -258,7 +259,7 @@ def _summary(request: Request, sig: Signature) -> SignatureSummary:
         role=sig.role,
         tags=list(sig.tags),
         summary=sig.summary,
-        path=f"/failures/{sig.id}",
+        path=entry_path(sig.id),
         url=str(request.url_for("read_signature", signature_id=sig.id)),
     )
 

@@ -84,7 +84,7 @@ def test_a_job_whose_first_failure_is_not_a_timeout_names_no_suspect(shipped_lib
 
 
 def test_the_suspect_does_not_depend_on_the_order_of_the_job_s_files(shipped_library: Library) -> None:
-    files = rank_files(load_case(CASES / "gen-dist-hang-rank3-of-4"))
+    files = rank_files(load_case(CASES / "gen-dist-hang-rank3-of-4").read())
     assert files is not None and len(files) >= 4
     for order in itertools.permutations(files):
         d = diagnose_many(list(order), shipped_library, threads=1)

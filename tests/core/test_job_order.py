@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.core.diagnose import diagnose_many, file_rank, rank_from_name, scan_sources
+from app.core.diagnose import diagnose_many, scan_sources
+from app.core.job import file_rank, rank_from_name
 from app.core.library import Library
 from app.corpus import Case, load_case
 from app.evaluate import UNRANKED_FILE, rank_files, shuffled_orders
@@ -43,7 +44,7 @@ def test_every_order_of_a_per_rank_job_gives_the_same_diagnosis(case_id: str, sh
 def test_every_order_of_a_multi_rank_log_split_per_rank_gives_the_same_diagnosis(
     case_id: str, shipped_library: Library
 ) -> None:
-    files = rank_files(load_case(CASES / case_id))
+    files = rank_files(load_case(CASES / case_id).read())
     assert files is not None and len(files) >= 3
     first = _dump(files, shipped_library)
     assert first["candidates"], "the split job is still diagnosed"
@@ -54,7 +55,7 @@ def test_every_order_of_a_multi_rank_log_split_per_rank_gives_the_same_diagnosis
 def test_the_lowest_rank_breaks_a_tie_that_times_cannot(shipped_library: Library) -> None:
     # Every rank times out in gloo at once and no line has a time: the answer names rank 0's
     # file, not whichever file came first.
-    files = rank_files(load_case(CASES / "gen-dist-hang-rank3-of-4"))
+    files = rank_files(load_case(CASES / "gen-dist-hang-rank3-of-4").read())
     assert files is not None
     d = diagnose_many(files[::-1], shipped_library)
     assert d.candidates[0].id == "dist.gloo_timeout" and (d.candidates[0].file, d.candidates[0].rank) == (
@@ -108,7 +109,7 @@ def test_shuffled_orders_are_deterministic_and_cover_reversal() -> None:
 
 def test_a_split_log_keeps_the_launcher_lines_apart() -> None:
     case: Case = load_case(CASES / "gen-dist-hang-rank3-of-4")
-    files = rank_files(case)
+    files = rank_files(case.read())
     assert files is not None
     names = [name for name, _ in files]
     assert names[-1] == UNRANKED_FILE and names[:-1] == [f"rank{r}.log" for r in range(len(names) - 1)]
