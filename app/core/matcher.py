@@ -375,7 +375,7 @@ def _edge_lines(chunk: Chunk, *, head: bool, redactor: Redactor = DEFAULT) -> li
     for i, piece in enumerate(raw):
         frame = piece.rsplit(b"\r", 1)[-1]
         if frame.strip():
-            out.append(make_line(frame, first + i, redactor=redactor))
+            out.append(make_line(frame, first + i, file=chunk.file, redactor=redactor))
     return out
 
 

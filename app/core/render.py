@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.core.models import Candidate, Diagnosis, Evidence, HangLine, Harmless, Unexplained, UnknownStart
+from app.core.times import comparable, span
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 
@@ -18,7 +19,16 @@ def _where(c: Candidate | Evidence | Harmless) -> str:
         parts.append(f"rank {c.rank}")
     if c.time is not None:
         parts.append(c.time.isoformat(sep=" "))
+    if isinstance(c, Candidate) and (since := began_note(c)):
+        parts.append(since)
     return ", ".join(parts)
+
+
+def began_note(c: Candidate) -> str | None:
+    """ "began 03:04:21, 10 min earlier" when the failure's own line dates its start."""
+    if c.began is None or c.time is None or not comparable(c.began, c.time):
+        return None
+    return f"began {c.began.isoformat(sep=' ', timespec='seconds')}, {span((c.time - c.began).total_seconds())} earlier"
 
 
 def _mark(text: str, spans: Iterable[tuple[int, int]]) -> str:

@@ -54,6 +54,36 @@ class Yearless(datetime):
         return f"Yearless({self.isoformat()!r})"
 
 
+# Facts (named captures) that measure how long the failing operation had been running when
+# its line was printed: NCCL's "WorkNCCL(...) ran for 600021 milliseconds", gloo's "Timed out
+# waiting 15000ms". Milliseconds per unit.
+DURATION_FACTS = {"elapsed_ms": 1, "waited_ms": 1}
+
+
+def began(printed: datetime | None, facts: dict[str, str]) -> datetime | None:
+    """When a failure began, dated back from the duration its own line prints (None if it prints none)."""
+    if printed is None:
+        return None
+    for name, unit in DURATION_FACTS.items():
+        value = facts.get(name, "")
+        if value.isdigit() and len(value) <= 12:  # at most ~30 years of milliseconds
+            return printed - timedelta(milliseconds=int(value) * unit)
+    return None
+
+
+def span(seconds: float) -> str:
+    """A duration as people say it: "9 min 48 s", "2 h 5 min", "850 ms"."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    total = round(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")]
+    shown = [f"{n} {unit}" for n, unit in parts if n]
+    return " ".join(shown[:2]) or "0 s"
+
+
 def comparable(a: datetime, b: datetime) -> bool:
     """Whether two log times can be ordered: both with a year, or both without."""
     return isinstance(a, Yearless) == isinstance(b, Yearless)

@@ -10,8 +10,8 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
 from app.core.fill import template
-from app.core.models import Evidence
-from app.core.times import Yearless
+from app.core.models import Candidate, Evidence
+from app.core.times import Yearless, comparable, span
 from app.resources import resource_dir
 from app.web.upload import human_bytes
 
@@ -79,6 +79,13 @@ def when(value: datetime | None) -> str:
     )
 
 
+def began_gap(c: Candidate) -> str:
+    """How long before its line a failure began ("10 min"), when both times can be compared."""
+    if c.began is None or c.time is None or not comparable(c.began, c.time):
+        return ""
+    return span((c.time - c.began).total_seconds())
+
+
 def make_templates() -> Jinja2Templates:
     """The page templates with Tracelore's filters."""
     templates = Jinja2Templates(directory=str(TEMPLATES))
@@ -86,6 +93,7 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters["by_line"] = by_line
     templates.env.filters["marked"] = marked
     templates.env.filters["when"] = when
+    templates.env.filters["began_gap"] = began_gap
     templates.env.filters["bytes"] = human_bytes
     templates.env.filters["template"] = template  # a fix text's optional parts shown as written
     return templates

@@ -154,6 +154,8 @@ def test_a_time_without_a_year_is_shown_without_one(client: httpx.Client) -> Non
     html = client.get(r.headers["location"], headers=HTML).text
     assert "12-06 18:44:12 (no year in the log)" in html
     assert "1900" not in html
+    # "... ran for 600000 milliseconds before timing out": the collective began ten minutes earlier.
+    assert "(began 12-06 18:34:12 (no year in the log), 10 min earlier)" in html
 
 
 def test_a_glog_time_takes_the_year_of_the_log_s_other_times(client: httpx.Client) -> None:
