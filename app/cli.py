@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -67,6 +68,16 @@ def _open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, Binary
                 raise click.UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
             opened.append((p, stream))
         yield opened
+
+
+def _written(paths: tuple[str, ...]) -> datetime | None:
+    """When the log files were last written (local time, as logs print it): the year of times without one."""
+    times = []
+    for p in paths:
+        if p != "-":
+            with contextlib.suppress(OSError):
+                times.append(Path(p).stat().st_mtime)
+    return datetime.fromtimestamp(max(times)) if times else None
 
 
 def _failed(d: Diagnosis, fail_on: str) -> bool:
@@ -237,7 +248,7 @@ def diagnose(
         else:
             library = _library(signatures)
             with _open_logs(logs) as opened:
-                result = diagnose_many(opened, library, top=top, threads=scan_threads())
+                result = diagnose_many(opened, library, top=top, threads=scan_threads(), written=_written(logs))
     except RemoteError as exc:
         raise click.ClickException(str(exc)) from exc
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:

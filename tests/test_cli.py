@@ -5,7 +5,9 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import os
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,25 @@ def test_diagnose_gives_one_answer_whatever_the_order_of_the_rank_files(fmt: str
             "initiating",
         )
         assert initiating["file"].endswith("rank2.log")
+
+
+def test_times_without_a_year_take_the_year_the_files_were_written(tmp_path: Path) -> None:
+    # Real per-rank files whose only times are torchrun's year-less glog lines ("W1201 14:...").
+    case = Path(__file__).resolve().parent / "corpus" / "cases" / "gen-dist-two-node-store-host-dies"
+    logs = []
+    for src in sorted(case.glob("rank*.log")):
+        dst = tmp_path / src.name
+        shutil.copyfile(src, dst)
+        stamp = datetime(2026, 12, 1, 15, 0).timestamp()
+        os.utime(dst, (stamp, stamp))
+        logs.append(str(dst))
+    code, out, _ = run("diagnose", *logs, "--format", "json", "--signatures", str(SIGNATURES))
+    assert code == 1
+    d = json.loads(out)
+    assert d["input"]["start"].startswith("2026-12-01T14:") and d["input"]["end"].startswith("2026-12-01T14:")
+    assert '"--12-' not in out
+    # Standard input has no file time: the same log stays without a year.
+    code, out, _ = run(
+        "diagnose", "-", "--format", "json", "--signatures", str(SIGNATURES), input=Path(logs[0]).read_bytes()
+    )
+    assert json.loads(out)["input"]["start"].startswith("--12-01T14:")

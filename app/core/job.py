@@ -52,11 +52,12 @@ def file_rank(scan: FileScan) -> tuple[int | None, bool]:
     return rank, rank is not None
 
 
-def arrange(scans: Sequence[FileScan]) -> list[FileScan]:
+def arrange(scans: Sequence[FileScan], written: datetime | None = None) -> list[FileScan]:
     """The job's files by rank, then name, re-indexed, their lines settled.
 
     The order, not the one the files were given in, breaks every tie the times cannot, so
-    the answer never depends on argument order. Year-less times take the job's year, and a
+    the answer never depends on argument order. Year-less times take the job's year (else the
+    year of `written`, when the logs were last written), and a
     file of one rank (by its name, or by its only prefixed rank) lends that rank to its lines
     without a prefix: a per-rank file's unprefixed traceback is that rank's.
     """
@@ -68,7 +69,9 @@ def arrange(scans: Sequence[FileScan]) -> list[FileScan]:
         return (rank is None, rank or 0, scan.name or "", scan.bytes, scan.lines, edges)
 
     ordered = sorted(scans, key=key)
-    resolve = year_resolver(line.time for scan in ordered for line in picked_lines(scan) if line.time is not None)
+    resolve = year_resolver(
+        (line.time for scan in ordered for line in picked_lines(scan) if line.time is not None), written
+    )
     for i, scan in enumerate(ordered):
         scan.index = i
         rank, only = ranks[id(scan)]

@@ -164,3 +164,17 @@ def test_a_line_is_dated_only_by_a_line_of_its_own_rank(shipped_library: Library
     d = diagnose(CASES / "gen-dist-missing-shard" / "log.txt", shipped_library)
     first = d.initiating
     assert first is not None and (first.id, first.rank, first.time) == ("data.file_not_found", 1, None)
+
+
+def test_with_no_year_in_the_job_the_time_the_log_was_written_gives_one() -> None:
+    written = datetime(2027, 1, 1, 0, 10)
+    resolve = year_resolver([Yearless.at(12, 31, 23, 50, 0), Yearless.at(1, 1, 0, 5, 0)], written)
+    assert resolve(Yearless.at(12, 31, 23, 50, 0)) == datetime(2026, 12, 31, 23, 50)
+    assert resolve(Yearless.at(1, 1, 0, 5, 0)) == datetime(2027, 1, 1, 0, 5)
+    # 29 February takes the last leap year that keeps it before the log was written.
+    assert year_resolver([Yearless.at(2, 29, 1, 0, 0)], written)(Yearless.at(2, 29, 1, 0, 0)) == datetime(
+        2024, 2, 29, 1
+    )
+    # A full date anywhere in the job wins over the file's time.
+    full = year_resolver([Yearless.at(12, 1, 3, 0, 0), datetime(2025, 12, 1, 2, 0)], written)
+    assert full(Yearless.at(12, 1, 3, 0, 0)) == datetime(2025, 12, 1, 3, 0)
