@@ -432,11 +432,13 @@ def build_site_command(out: Path, base_url: str, service_url: str | None, signat
 def _register_authoring() -> None:
     from app.cli_authoring import example, explain_command
     from app.cli_corpus import corpus, eval_command
+    from app.cli_unknowns import unknowns
 
     main.add_command(explain_command)
     main.add_command(example)
     main.add_command(corpus)
     main.add_command(eval_command)
+    main.add_command(unknowns)
 
 
 _register_authoring()
@@ -478,6 +480,20 @@ def admin_set_tier(email: str, tier: str) -> None:
         account = accounts.set_tier(session, email, tier)
     assert account is not None
     click.echo(f"{account.email} is on the {account.tier} tier")
+
+
+@admin.command("set-admin")
+@click.argument("email")
+@click.option("--revoke", is_flag=True, help="Withdraw the flag instead.")
+def admin_set_admin(email: str, revoke: bool) -> None:
+    """Let the account of EMAIL see the admin pages (/admin/unknowns); it must exist (signed in once)."""
+    from app.store import accounts
+
+    with _store() as session:
+        account = accounts.set_admin(session, email, not revoke)
+    if account is None:
+        raise click.ClickException(f"no account for {email}: it is created when that address first signs in")
+    click.echo(f"{account.email} is {'an admin' if account.is_admin else 'no longer an admin'}")
 
 
 @admin.command("create-key")

@@ -53,6 +53,17 @@ class Settings(BaseModel):
     store_log: bool = Field(False, description="keep the whole log, not only the evidence windows")
     context_lines: int = Field(5, ge=0, le=50, description="log lines kept before and after each evidence line")
     retention_days: int = Field(30, ge=0, description="days a stored diagnosis is kept; 0 keeps it forever")
+    stats_window_days: int = Field(
+        30, ge=1, le=366, description="days of stored diagnoses an entry page's statistics count"
+    )
+    stats_min_count: int = Field(
+        5,
+        ge=1,
+        description="fewest diagnoses a statistic on an entry page is shown for (no single upload identifiable)",
+    )
+    learn_every: int = Field(
+        3600, ge=10, description="seconds between recomputing entry statistics and unknown clusters"
+    )
     redact_network: bool = Field(True, description="also redact IP addresses and internal host names in logs")
     forwarded_allow_ips: str = Field(
         "", description="proxies whose X-Forwarded-* headers `tracelore serve` trusts (comma list or *); empty: none"

@@ -59,6 +59,7 @@ class Account:
     tier: str
     created_at: datetime
     verified_at: datetime | None
+    is_admin: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,7 @@ class ApiKey:
 
 
 def _account(row: AccountRow) -> Account:
-    return Account(row.id, row.email, row.tier, _aware(row.created_at), _aware(row.verified_at))  # type: ignore[arg-type]
+    return Account(row.id, row.email, row.tier, _aware(row.created_at), _aware(row.verified_at), bool(row.is_admin))  # type: ignore[arg-type]
 
 
 def _key(row: ApiKeyRow) -> ApiKey:
@@ -122,6 +123,17 @@ def set_tier(session: Session, email: str, tier: str) -> Account | None:
     """Put an account on a tier; None if there is no such account."""
     result = session.execute(
         update(AccountRow).where(AccountRow.email == normalise_email(email)).values(tier=tier).returning(AccountRow.id)
+    ).first()
+    return get_account(session, result[0]) if result else None
+
+
+def set_admin(session: Session, email: str, admin: bool) -> Account | None:
+    """Grant or withdraw the admin flag (the unknown-failures page); None if there is no such account."""
+    result = session.execute(
+        update(AccountRow)
+        .where(AccountRow.email == normalise_email(email))
+        .values(is_admin=admin)
+        .returning(AccountRow.id)
     ).first()
     return get_account(session, result[0]) if result else None
 

@@ -12,6 +12,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.core.models import Diagnosis
+from app.store.learning import record_learning
 from app.store.tables import DiagnosisRow
 
 
@@ -120,6 +121,7 @@ def save_diagnosis(
     )
     session.add(row)
     session.flush()
+    record_learning(session, row.id, diagnosis, created_at)
     # Built from what was written, not read back: parsing the JSON just dumped would only cost time.
     return Record(
         id=row.id,

@@ -27,7 +27,7 @@ from app.core.redact import Redactor
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import purge_expired
-from app.web import accounts, api, encyclopedia, evidence, pages, quota, retention
+from app.web import accounts, api, encyclopedia, evidence, learning, pages, quota, retention
 from app.web.identity import csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
@@ -63,6 +63,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(retention.purge_periodically, app.state.sessionmaker, app.state.settings)
+            tasks.start_soon(learning.learn_periodically, app)
             try:
                 yield
             finally:
@@ -115,6 +116,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.templates.env.globals["csrf_token"] = csrf_token
     app.state.clock = utcnow  # tests put another clock here to move between UTC days
     app.state.encyclopedia = encyclopedia.Encyclopedia(app.state.library, app.state.templates.env)
+    app.state.seen = {}  # entry statistics, replaced whole by the periodic summary (app.web.learning)
     install_problem_handlers(app)
     # Before api.router: its /signatures/{signature_id} would take "prefilter.json".
     app.include_router(evidence.router, prefix="/api/v1", tags=["signatures"])
@@ -125,6 +127,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.include_router(pages.router, include_in_schema=False)
     app.include_router(retention.pages, include_in_schema=False)
     app.include_router(accounts.router, include_in_schema=False)
+    app.include_router(learning.router, include_in_schema=False)
     app.include_router(encyclopedia.router, include_in_schema=False)
     app.mount("/static/docs", StaticFiles(directory=DOCS_ASSETS), name="docs_assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
