@@ -31,6 +31,9 @@ from app.errors import BadInput, Invalid, TooLarge, UnsupportedType
 READ_CHUNK = 64 << 10  # decompressed bytes produced per step
 SPOOL_MEMORY = 1 << 20  # a body stays in memory up to this size, then goes to a temporary file
 ENVELOPE = 1 << 20  # multipart framing allowed on top of the log size
+# The largest line number or size a request may give: the largest integer every JSON client
+# (JavaScript's Number) holds exactly, and far beyond any real log.
+MAX_COUNT = 2**53 - 1
 
 TEXT_TYPES = {"", "text/plain", "text/x-log", "application/octet-stream"}
 GZIP_TYPES = {"application/gzip", "application/x-gzip"}
@@ -40,11 +43,13 @@ ACCEPTED = "text/plain, application/gzip, application/json or multipart/form-dat
 
 
 def human_bytes(n: int) -> str:
-    """1048576 -> '1 MiB'."""
+    """1048576 -> '1 MiB'; any integer, however large (a stored diagnosis may hold one)."""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
-            value = n / size
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+            # Integer arithmetic: n / size overflows a float past about 10**308.
+            tenths = (n * 10 + size // 2) // size
+            whole, tenth = divmod(tenths, 10)
+            return f"{whole} {unit}" if tenth == 0 else f"{whole}.{tenth} {unit}"
     return f"{n} bytes"
 
 
@@ -62,7 +67,7 @@ class ExcerptLine(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    line: int = Field(ge=1, description="1-based line number in the original log")
+    line: int = Field(ge=1, le=MAX_COUNT, description="1-based line number in the original log")
     text: str = Field(description="the line, without its newline")
 
 
@@ -75,8 +80,8 @@ class JsonUpload(BaseModel):
     excerpt: list[ExcerptLine] | None = Field(
         None, description="lines picked out of a larger log, in order, with their original numbers"
     )
-    total_lines: int | None = Field(None, ge=0, description="with `excerpt`: lines in the original log")
-    total_bytes: int | None = Field(None, ge=0, description="with `excerpt`: size of the original log")
+    total_lines: int | None = Field(None, ge=0, le=MAX_COUNT, description="with `excerpt`: lines in the original log")
+    total_bytes: int | None = Field(None, ge=0, le=MAX_COUNT, description="with `excerpt`: size of the original log")
     name: str | None = Field(None, max_length=1000, description="with `excerpt`: the original file name")
     store: bool | None = Field(None, description="keep a permalink (default true)")
     top: int | None = Field(None, ge=1, le=100, description="at most this many candidates")

@@ -1,0 +1,113 @@
+"""Hostile input on a real server (SQLite and PostgreSQL): numbers out of range, stray NUL bytes,
+spoofing characters, broken multipart bodies, and who may read /metrics."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+from app.core.models import Diagnosis
+from app.store.diagnoses import save_diagnosis
+from tests.support import SAMPLES, LiveServer
+from tests.web.test_api import rejected
+
+OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
+HTML = {"Accept": "text/html"}
+
+
+def _excerpt(**fields: object) -> dict[str, object]:
+    body: dict[str, object] = {"excerpt": [{"line": 1, "text": "[rank3]: torch.OutOfMemoryError: CUDA out of memory."}]}
+    body.update(fields)
+    return body
+
+
+# --- numbers in request models ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"total_bytes": 10**400},
+        {"total_bytes": 2**63},
+        {"total_lines": 10**30},
+        {"excerpt": [{"line": 10**30, "text": "x"}], "total_lines": 10**30},
+        {"top": 10**30},
+    ],
+)
+def test_numbers_beyond_any_real_log_are_422(live: LiveServer, client: httpx.Client, fields: dict) -> None:
+    body = rejected(
+        live,
+        client,
+        422,
+        "invalid",
+        content=json.dumps(_excerpt(**fields)),
+        headers={"Content-Type": "application/json"},
+    )
+    assert "less than or equal" in str(body["detail"])
+
+
+def test_a_large_but_real_excerpt_is_accepted(client: httpx.Client) -> None:
+    body = _excerpt(total_bytes=1 << 40, total_lines=50_000_000_000, excerpt=[{"line": 49_999_999_999, "text": "x"}])
+    r = client.post("/api/v1/diagnoses", json=body)
+    assert r.status_code == 201, r.text
+    assert client.get(f"/d/{r.json()['id']}", headers=HTML).status_code == 200
+
+
+def test_the_page_renders_any_stored_diagnosis(live: LiveServer, client: httpx.Client) -> None:
+    # Stored before numbers were bounded, or by another version: the page must still render.
+    made = client.post("/api/v1/diagnoses", json=_excerpt()).json()
+    huge = {**made, "input": {**made["input"], "bytes": 10**400, "lines": 10**30}}
+    for c in huge["candidates"]:
+        c["line"] = 10**30
+        for e in c["evidence"]:
+            e["line"] = 10**30
+    diagnosis = Diagnosis.model_validate({k: v for k, v in huge.items() if k not in ("id", "url", "created_at")})
+    with live.app.state.sessionmaker.begin() as session:
+        record = save_diagnosis(
+            session,
+            diagnosis=diagnosis,
+            windows=[],
+            subject="test",
+            tier="anonymous",
+            input_bytes=10**18,
+            input_sha256="0" * 64,
+            created_at=datetime.now(UTC),
+        )
+    page = client.get(f"/d/{record.id}", headers=HTML)
+    assert page.status_code == 200, page.text
+    assert "CUDA out of memory" in page.text
+    assert client.get(f"/api/v1/diagnoses/{record.id}").status_code == 200
+
+
+# --- binary is judged by content ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [40, 400, 40_000])
+def test_one_nul_byte_is_accepted_whatever_the_size(client: httpx.Client, size: int) -> None:
+    line = b"[rank3]: torch.OutOfMemoryError: CUDA out of memory.\n"
+    text = b"x" * max(0, size - len(line) - 2) + b"\x00\n" + line
+    r = client.post("/api/v1/diagnoses", content=text)
+    assert r.status_code == 201, r.text
+    assert r.json()["candidates"][0]["id"] == "cuda.oom"
+
+
+def test_a_run_of_nul_bytes_in_a_log_is_accepted(client: httpx.Client) -> None:
+    # What a log file holds after the machine crashed while writing it: a block of NULs, then more log.
+    r = client.post("/api/v1/diagnoses", content=b"step 1\n" + b"\x00" * 8192 + b"\n" + OOM)
+    assert r.status_code == 201, r.text
+
+
+def test_a_small_paste_with_a_nul_is_accepted_on_the_page(client: httpx.Client) -> None:
+    r = client.post("/diagnose", files={"log": (None, "RuntimeError: CUDA error\x00\n")}, headers=HTML)
+    assert r.status_code == 303, r.text
+
+
+@pytest.mark.parametrize(
+    "data",
+    [bytes(range(256)) * 4, b"\x00" * 64, b"\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0e\x0f" * 20, b"\xff\xfe\xfd" * 50],
+)
+def test_binary_data_is_still_refused(live: LiveServer, client: httpx.Client, data: bytes) -> None:
+    rejected(live, client, 415, "not-text", content=data)
