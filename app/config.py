@@ -68,6 +68,9 @@ class Settings(BaseModel):
     max_log_free: int = Field(25 << 20, ge=1024, description="largest log of a signed-in account")
     max_log_verified: int = Field(50 << 20, ge=1024, description="largest log of a verified account")
     max_log_pro: int = Field(200 << 20, ge=1024, description="largest log of a pro account")
+    metrics_token: str = Field(
+        "", description="bearer token /metrics requires (Authorization: Bearer ...); empty: /metrics is refused"
+    )
     smtp_host: str = Field("", description="SMTP server for sign-in links; empty: links are written to the log")
     smtp_port: int = Field(587, ge=1, le=65535, description="SMTP port")
     smtp_tls: Literal["starttls", "tls", "none"] = Field("starttls", description="SMTP transport security")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,7 @@ from starlette.datastructures import URLPath
 from app.config import Settings
 from app.core.models import entry_path
 from app.core.signature import Signature
-from app.errors import NotFound, NotReady
+from app.errors import Forbidden, NotFound, NotReady, Unauthorized
 from app.store.diagnoses import Record, Window, get_diagnosis, get_log, save_diagnosis
 from app.web import quota
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, Subject, SubjectDep
@@ -302,7 +303,20 @@ def readyz(request: Request, library: LibraryDep) -> Status:
     return Status(status="ready", checks={"database": "ok", "library": f"{len(library)} signatures"})
 
 
-@ops.get("/metrics", response_class=PlainTextResponse)
-def metrics_text(metrics: MetricsDep) -> PlainTextResponse:
-    """Prometheus metrics of this process."""
+def _check_metrics_token(request: Request, settings: Settings) -> None:
+    """Let only the holder of TRACELORE_METRICS_TOKEN read the metrics (routes, rejections, load)."""
+    if not settings.metrics_token:
+        raise Forbidden("metrics are not served: set TRACELORE_METRICS_TOKEN and send it as `Authorization: Bearer`")
+    scheme, _, sent = request.headers.get("authorization", "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(sent.strip().encode(), settings.metrics_token.encode()):
+        raise Unauthorized(
+            "/metrics needs `Authorization: Bearer <TRACELORE_METRICS_TOKEN>`",
+            headers={"WWW-Authenticate": 'Bearer realm="tracelore-metrics"'},
+        )
+
+
+@ops.get("/metrics", response_class=PlainTextResponse, responses={401: _PROBLEM, 403: _PROBLEM})
+async def metrics_text(request: Request, metrics: MetricsDep, settings: SettingsDep) -> PlainTextResponse:
+    """Prometheus metrics of this process, for the holder of the metrics token."""
+    _check_metrics_token(request, settings)
     return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

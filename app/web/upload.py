@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tempfile
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -22,7 +23,7 @@ import anyio.to_thread
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from python_multipart.multipart import parse_options_header
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from app.core.excerpt import Excerpt
@@ -352,8 +353,42 @@ async def _read_json(body: AsyncIterator[bytes]) -> Upload:
     return Upload(io.BytesIO(log), store=request.store, top=request.top)
 
 
+class _StrictMultiPartParser(MultiPartParser):
+    """Starlette's parser, refusing what it would otherwise misread as a form without a file.
+
+    A body cut before its closing boundary parses without error (the last part is dropped), and
+    a part named only by `filename*=` (RFC 7578 forbids it in forms) is taken for a text field.
+    """
+
+    ended = False
+
+    def on_headers_finished(self) -> None:
+        disposition = self._current_part.content_disposition.lower()
+        if b"filename*" in disposition and not _PLAIN_FILENAME.search(disposition):
+            raise MultiPartException(
+                "a part names its file only with `filename*=`, which multipart/form-data does not use "
+                '(RFC 7578); send `filename="train.log"`'
+            )
+        super().on_headers_finished()
+
+    def on_end(self) -> None:
+        self.ended = True
+
+    async def parse(self) -> FormData:
+        form = await super().parse()
+        if not self.ended:
+            for file in self._files_to_close_on_error:  # the cut part's file is in no form item
+                file.close()
+            await form.close()
+            raise MultiPartException("the body ends before its closing boundary; the upload was cut short")
+        return form
+
+
+_PLAIN_FILENAME = re.compile(rb"(?:^|;)\s*filename\s*=")
+
+
 async def _read_multipart(request: Request, body: AsyncIterator[bytes], limit: int) -> Upload:
-    parser = MultiPartParser(request.headers, body, max_files=1, max_fields=8, max_part_size=limit)
+    parser = _StrictMultiPartParser(request.headers, body, max_files=1, max_fields=8, max_part_size=limit)
     try:
         form = await parser.parse()
     except MultiPartException as exc:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 import pytest
 
+from app.core.library import Library
 from app.core.models import Diagnosis
 from app.store.diagnoses import save_diagnosis
-from tests.support import SAMPLES, LiveServer
-from tests.web.test_api import rejected
+from tests.support import METRICS_AUTH, SAMPLES, LiveServer, live_server, make_settings
+from tests.web.test_api import assert_problem, rejected
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
 HTML = {"Accept": "text/html"}
@@ -111,3 +113,57 @@ def test_a_small_paste_with_a_nul_is_accepted_on_the_page(client: httpx.Client) 
 )
 def test_binary_data_is_still_refused(live: LiveServer, client: httpx.Client, data: bytes) -> None:
     rejected(live, client, 415, "not-text", content=data)
+
+
+# --- multipart bodies that would be misread ----------------------------------------------------
+
+BOUNDARY = "tlboundary"
+
+
+def _multipart(disposition: str, *, close: bool = True) -> bytes:
+    body = f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; {disposition}\r\n'
+    body += "Content-Type: text/plain\r\n\r\n"
+    data = body.encode() + OOM + b"\r\n"
+    return data + (f"--{BOUNDARY}--\r\n".encode() if close else b"")
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (_multipart('filename="train.log"', close=False), "closing boundary"),
+        (_multipart("filename*=UTF-8''tr%C3%A4in.log"), 'filename="train.log"'),
+    ],
+)
+def test_a_misleading_multipart_body_is_400(live: LiveServer, client: httpx.Client, body: bytes, words: str) -> None:
+    headers = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
+    problem = rejected(live, client, 400, "bad-input", content=body, headers=headers)
+    assert words in str(problem["detail"])
+
+
+def test_a_well_formed_multipart_file_is_diagnosed(client: httpx.Client) -> None:
+    # Both forms of the name (a client may send filename*= beside filename=): the plain one counts.
+    for disposition in ('filename="train.log"', "filename=\"train.log\"; filename*=UTF-8''train.log"):
+        headers = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
+        r = client.post("/api/v1/diagnoses", content=_multipart(disposition), headers=headers)
+        assert r.status_code == 201, r.text
+        assert r.json()["candidates"][0]["id"] == "cuda.oom"
+
+
+# --- /metrics needs the admin token ------------------------------------------------------------
+
+
+def test_metrics_need_the_metrics_token(client: httpx.Client) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "test-metrics"}):
+        r = client.get("/metrics", headers=headers)
+        problem = assert_problem(r, 401, "unauthorized")
+        assert "TRACELORE_METRICS_TOKEN" in str(problem["detail"]) and "www-authenticate" in r.headers
+    ok = client.get("/metrics", headers=METRICS_AUTH)
+    assert ok.status_code == 200 and "tracelore_diagnoses_in_flight" in ok.text
+
+
+def test_without_a_metrics_token_metrics_are_not_served(sqlite_url: str, tmp_path: Path, library: Library) -> None:
+    settings = make_settings(sqlite_url, tmp_path, metrics_token="")
+    with live_server(settings, library) as server, server.client() as client:
+        for headers in ({}, {"Authorization": "Bearer x"}, METRICS_AUTH):
+            problem = assert_problem(client.get("/metrics", headers=headers), 403, "forbidden")
+            assert "TRACELORE_METRICS_TOKEN" in str(problem["detail"])
