@@ -167,3 +167,28 @@ def test_without_a_metrics_token_metrics_are_not_served(sqlite_url: str, tmp_pat
         for headers in ({}, {"Authorization": "Bearer x"}, METRICS_AUTH):
             problem = assert_problem(client.get("/metrics", headers=headers), 403, "forbidden")
             assert "TRACELORE_METRICS_TOKEN" in str(problem["detail"])
+
+
+# --- characters that hide or reorder text ---------------------------------------------------
+
+SPOOFS = {"\u202e": "\\u202e", "\u200b": "\\u200b", "\ufeff": "\\ufeff", "\u2066": "\\u2066", "\x07": "\\u0007"}
+
+
+def test_spoofing_characters_are_shown_as_escapes(client: httpx.Client) -> None:
+    # In the evidence line, in the context around it, and in an unexplained error line.
+    log = (
+        "epoch 1 \u202egnp.exe\u202c done\n"
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. \ufeffTried\u2066 to\u200b allocate\x07 2.00 GiB\n"
+        "RuntimeError: unexpected \u202ething\n"
+    )
+    r = client.post("/api/v1/diagnoses", content=log.encode())
+    assert r.status_code == 201, r.text
+    assert r.json()["candidates"][0]["id"] == "cuda.oom"
+    page = client.get(f"/d/{r.json()['id']}", headers=HTML).text
+    for raw, shown in SPOOFS.items():
+        assert raw not in page
+        assert shown in page
+    assert 'title="U+202E right-to-left override"' in page
+    assert page.count("\\u202e") >= 3  # evidence context, its own line, the unexplained line
+    # The JSON keeps the text as it was: only the page shows it differently.
+    assert "\u202e" in json.dumps(client.get(f"/api/v1/diagnoses/{r.json()['id']}/windows").json(), ensure_ascii=False)
