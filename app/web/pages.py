@@ -15,7 +15,7 @@ from app.errors import NotFound, TraceloreError
 from app.store.diagnoses import Record, Window, get_diagnosis
 from app.web.api import diagnose_request, diagnosis_url, not_before, store_analysis
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
-from app.web.identity import Subject, check_origin
+from app.web.identity import Subject
 from app.web.quota import quota_upgrade, refund, usage_for_page
 from app.web.retention import remember_delete_token
 from app.web.upload import human_bytes
@@ -104,7 +104,6 @@ async def diagnose_form(
     subject: SubjectDep,
 ) -> Response:
     """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
-    check_origin(request)
     try:
         analysis, _ = await diagnose_request(
             request, settings=settings, library=library, metrics=metrics, top=None, subject=subject

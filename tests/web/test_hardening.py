@@ -4,6 +4,7 @@ spoofing characters, broken multipart bodies, and who may read /metrics."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -192,3 +193,45 @@ def test_spoofing_characters_are_shown_as_escapes(client: httpx.Client) -> None:
     assert page.count("\\u202e") >= 3  # evidence context, its own line, the unexplained line
     # The JSON keeps the text as it was: only the page shows it differently.
     assert "\u202e" in json.dumps(client.get(f"/api/v1/diagnoses/{r.json()['id']}/windows").json(), ensure_ascii=False)
+
+
+# --- one origin check for every form -------------------------------------------------------------
+
+CROSS_SITE = [{"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}]
+
+
+def _csrf(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, page
+    return found.group(1)
+
+
+@pytest.mark.parametrize("header", CROSS_SITE)
+def test_every_form_refuses_a_post_from_another_site(live: LiveServer, header: dict[str, str]) -> None:
+    with live.client() as browser:
+        made = browser.post("/diagnose", files={"log": (None, OOM.decode())}, headers=HTML)
+        assert made.status_code == 303, made.text
+        page = made.headers["location"]
+        token = _csrf(browser.get("/account", headers=HTML).text)
+        forms = [
+            ("/diagnose", {"files": {"log": (None, OOM.decode())}}),
+            (page + "/delete", {}),
+            ("/account/sign-in", {"data": {"email": "a@example.org", "csrf": token}}),
+            ("/account/sign-out", {"data": {"csrf": token}}),
+            ("/account/keys", {"data": {"csrf": token}}),
+        ]
+        before = live.count()
+        for path, kwargs in forms:
+            r = browser.post(path, headers={**HTML, **header}, **kwargs)  # type: ignore[arg-type]
+            assert r.status_code == 403, (path, r.status_code)
+            assert "another site" in r.text, path
+        assert live.count() == before
+        assert browser.get(page, headers=HTML).status_code == 200  # not deleted
+        # From this site the same delete works.
+        same = {"Origin": live.url, "Sec-Fetch-Site": "same-origin"}
+        assert browser.post(page + "/delete", headers={**HTML, **same}).status_code == 200
+        assert browser.get(page, headers=HTML).status_code == 404
+
+
+def test_api_clients_send_no_origin_and_are_not_refused(client: httpx.Client) -> None:
+    assert client.post("/api/v1/diagnoses", content=OOM, headers={"Origin": "null"}).status_code == 201
