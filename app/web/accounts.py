@@ -179,15 +179,20 @@ async def sign_in(request: Request, settings: SettingsDep) -> Response:
 
 @router.get("/account/sign-in/{token}", name="sign_in_link")
 def sign_in_link(request: Request, token: str) -> Response:
-    """The page a sign-in link opens: one button that signs in (a GET never spends the link)."""
+    """The page a sign-in link opens: one button that signs in (a GET never spends the link).
+
+    The button posts the token in the form body to /account/session, so the request that
+    spends it names no token in its address (access logs, history).
+    """
     return _page(request, "signin_confirm.html", {"token": token[:200]})
 
 
-@router.post("/account/sign-in/{token}", name="sign_in_confirm")
-async def sign_in_confirm(request: Request, token: str, settings: SettingsDep) -> Response:
+@router.post("/account/session", name="sign_in_confirm")
+async def sign_in_confirm(request: Request, settings: SettingsDep) -> Response:
     """Spend the link: verify the address, create the account if needed, start a session."""
     form = await request.form(**FORM_LIMITS)
     check_csrf(request, form)
+    token = str(form.get("token") or "")[:200]
     now = clock(request)
 
     def use() -> str | None:

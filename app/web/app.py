@@ -28,6 +28,7 @@ from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import purge_expired
 from app.web import accounts, api, encyclopedia, evidence, pages, quota, retention
+from app.web.access_log import install_access_log_filter
 from app.web.identity import check_form_origin, csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
@@ -112,6 +113,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.metrics = Metrics()
     app.state.gate = Gate(settings.max_in_flight, settings.retry_after)
     app.state.redactor = Redactor(network=settings.redact_network)
+    install_access_log_filter(app.state.redactor)
     app.state.templates = make_templates()
     app.state.templates.env.globals["csrf_token"] = csrf_token
     app.state.clock = utcnow  # tests put another clock here to move between UTC days
