@@ -77,6 +77,10 @@ class Settings(BaseModel):
     smtp_username: str = Field("", description="SMTP user name; empty: no login")
     smtp_password: str = Field("", description="SMTP password")
     mail_from: str = Field("Tracelore <tracelore@localhost>", description="From: of sign-in e-mails")
+    sign_in_mail_per_client: int = Field(
+        10, ge=1, description="sign-in e-mails one client address may ask for in a UTC hour"
+    )
+    sign_in_mail_per_hour: int = Field(500, ge=1, description="sign-in e-mails the whole service sends in a UTC hour")
     login_link_minutes: int = Field(15, ge=1, le=1440, description="how long a sign-in link works")
     session_days: int = Field(30, ge=1, le=365, description="how long a sign-in lasts")
 
