@@ -363,7 +363,7 @@ class _StrictMultiPartParser(MultiPartParser):
     ended = False
 
     def on_headers_finished(self) -> None:
-        disposition = self._current_part.content_disposition.lower()
+        disposition = (self._current_part.content_disposition or b"").lower()
         if b"filename*" in disposition and not _PLAIN_FILENAME.search(disposition):
             raise MultiPartException(
                 "a part names its file only with `filename*=`, which multipart/form-data does not use "

@@ -133,6 +133,7 @@ def _multipart(disposition: str, *, close: bool = True) -> bytes:
     [
         (_multipart('filename="train.log"', close=False), "closing boundary"),
         (_multipart("filename*=UTF-8''tr%C3%A4in.log"), 'filename="train.log"'),
+        (f"--{BOUNDARY}\r\nContent-Type: text/plain\r\n\r\nx\r\n--{BOUNDARY}--\r\n".encode(), "name"),
     ],
 )
 def test_a_misleading_multipart_body_is_400(live: LiveServer, client: httpx.Client, body: bytes, words: str) -> None:
