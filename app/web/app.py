@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio.to_thread
 import fastapi_offline
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -28,7 +28,8 @@ from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import purge_expired
 from app.web import accounts, api, encyclopedia, evidence, learning, pages, quota, retention
-from app.web.identity import csrf_token
+from app.web.access_log import install_access_log_filter
+from app.web.identity import check_form_origin, csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
 from app.web.security import SecurityHeadersMiddleware
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
         lifespan=_lifespan,
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(check_form_origin)],  # every form, present and future, is checked alike
     )
     app.state.settings = settings
     app.state.engine = make_engine(settings.effective_database_url)
@@ -112,6 +114,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.metrics = Metrics()
     app.state.gate = Gate(settings.max_in_flight, settings.retry_after)
     app.state.redactor = Redactor(network=settings.redact_network)
+    install_access_log_filter(app.state.redactor)
     app.state.templates = make_templates()
     app.state.templates.env.globals["csrf_token"] = csrf_token
     app.state.clock = utcnow  # tests put another clock here to move between UTC days

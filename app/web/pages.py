@@ -15,8 +15,8 @@ from app.errors import NotFound, TraceloreError
 from app.store.diagnoses import Record, Window, get_diagnosis
 from app.web.api import diagnose_request, diagnosis_url, not_before, store_analysis
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
-from app.web.identity import Subject, check_origin
-from app.web.quota import quota_upgrade, refund, usage_for_page
+from app.web.identity import Subject
+from app.web.quota import quota_upgrade, usage_for_page
 from app.web.retention import remember_delete_token
 from app.web.upload import human_bytes
 
@@ -104,20 +104,16 @@ async def diagnose_form(
     subject: SubjectDep,
 ) -> Response:
     """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
-    check_origin(request)
     try:
         analysis, _ = await diagnose_request(
             request, settings=settings, library=library, metrics=metrics, top=None, subject=subject
         )
+        record = await store_analysis(request, analysis, subject)  # counted here, with the row
     except TraceloreError as exc:
         if exc.status == 503 or exc.status >= 500:
             raise
         metrics.rejection(exc.type.rsplit("/", 1)[-1])
         return _home(request, settings, error=exc.detail, status=exc.status, headers=exc.headers, subject=subject)
-    try:
-        record = await store_analysis(request, analysis, subject)
-    except Exception as exc:
-        raise await refund(request, exc) from exc
     response = RedirectResponse(diagnosis_url(request, "diagnosis_page", record.id), status_code=303)
     remember_delete_token(response, record, settings, secure=request.url.scheme == "https")
     return response

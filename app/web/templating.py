@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,14 +19,40 @@ from app.web.upload import human_bytes
 TEMPLATES = resource_dir("templates")
 
 
+# Characters that change how text around them reads without showing themselves: bidi overrides
+# and isolates (U+202E turns `exe.txt` into `txt.exe`), zero-width and format characters
+# (U+200B, U+FEFF), control characters, line and paragraph separators.
+_HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"}
+
+
+def _shown(ch: str) -> str:
+    point = ord(ch)
+    name = unicodedata.name(ch, "").lower() or "control or unassigned character"
+    shown = f"\\u{point:04x}" if point <= 0xFFFF else f"\\U{point:08x}"
+    return f'<span class="esc" title="U+{point:04X} {escape(name)}">{shown}</span>'
+
+
+def visible(text: str) -> Markup:
+    """Text escaped for HTML, every invisible or reordering character shown as a `\\uXXXX` escape."""
+    if text.replace("\t", " ").isprintable():  # nearly every log line: no character to show
+        return Markup(escape(text))
+    out = []
+    for ch in text:
+        if ch != "\t" and unicodedata.category(ch) in _HIDDEN:
+            out.append(_shown(ch))
+        else:
+            out.append(str(escape(ch)))
+    return Markup("".join(out))
+
+
 def highlight(evidence: Evidence) -> Markup:
     """The evidence text with the matched span in <mark>."""
     text = evidence.text
     start, end = evidence.span
     start, end = max(0, min(start, len(text))), max(0, min(end, len(text)))
     if end <= start:
-        return Markup(escape(text))
-    return Markup(f"{escape(text[:start])}<mark>{escape(text[start:end])}</mark>{escape(text[end:])}")
+        return visible(text)
+    return Markup(f"{visible(text[:start])}<mark>{visible(text[start:end])}</mark>{visible(text[end:])}")
 
 
 @dataclass(frozen=True)
@@ -62,9 +89,9 @@ def marked(text: str, spans: Iterable[tuple[int, int]]) -> Markup:
             merged.append([start, end])
     out, pos = [], 0
     for start, end in merged:
-        out.append(f"{escape(text[pos:start])}<mark>{escape(text[start:end])}</mark>")
+        out.append(f"{visible(text[pos:start])}<mark>{visible(text[start:end])}</mark>")
         pos = end
-    out.append(str(escape(text[pos:])))
+    out.append(str(visible(text[pos:])))
     return Markup("".join(out))
 
 
@@ -92,6 +119,7 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters["highlight"] = highlight
     templates.env.filters["by_line"] = by_line
     templates.env.filters["marked"] = marked
+    templates.env.filters["visible"] = visible
     templates.env.filters["when"] = when
     templates.env.filters["began_gap"] = began_gap
     templates.env.filters["bytes"] = human_bytes
