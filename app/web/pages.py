@@ -18,6 +18,7 @@ from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, Subjec
 from app.web.identity import Subject, check_origin
 from app.web.quota import quota_upgrade, refund, usage_for_page
 from app.web.retention import remember_delete_token
+from app.web.timeline import job_picture
 from app.web.upload import human_bytes
 
 router = APIRouter()
@@ -164,13 +165,15 @@ def page_context(record: Record) -> dict[str, Any]:
     d = record.diagnosis
     terminal = [c for c in d.candidates if c.episode == "terminal"]
     main = [c for c in terminal if c.role != "collateral"]
+    timeline = _timeline(d)
     return {
         "record": record,
         "d": d,
         "main": main,
         "echoes": [c for c in terminal if c.role == "collateral"],
         "earlier": [c for c in d.candidates if c.episode == "earlier"],
-        "timeline": _timeline(d),
+        "timeline": timeline,
+        "picture": job_picture(d, timeline),
         "context_for": lambda c: _context(record.windows, c),
     }
 
