@@ -126,7 +126,7 @@ def spent_message(usage: Usage, upgrade: Tier | None) -> str:
     wait = f"{hours} h {rest // 60} min" if hours else f"{max(1, rest // 60)} min"
     text = (
         f"you have used all {usage.limit} diagnoses the {usage.tier.name} tier allows per UTC day; "
-        f"the allowance starts again at {usage.as_dict()['reset']} (in {wait})"
+        f"the allowance starts again at midnight UTC ({usage.reset.strftime('%Y-%m-%d %H:%M')} UTC, in {wait})"
     )
     if upgrade:
         text += f". The {upgrade.name} tier allows {upgrade.daily} a day: {upgrade.how}"

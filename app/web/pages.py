@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 
 from app.core.models import Candidate, Diagnosis
@@ -15,6 +16,7 @@ from app.errors import NotFound, TraceloreError
 from app.store.diagnoses import Record, Window, get_diagnosis
 from app.web.api import diagnose_request, diagnosis_url, not_before, store_analysis
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
+from app.web.formback import FormBack, form_back
 from app.web.identity import Subject, check_origin
 from app.web.quota import quota_upgrade, refund, usage_for_page
 from app.web.retention import remember_delete_token
@@ -58,6 +60,8 @@ def _home(
     *,
     text: str = "",
     error: str | None = None,
+    error_title: str | None = None,
+    back: FormBack | None = None,
     status: int = 200,
     headers: dict[str, str] | None = None,
     subject: Subject | None = None,
@@ -68,8 +72,10 @@ def _home(
         "home.html",
         {
             "samples": SAMPLES,
-            "text": text,
+            "text": back.text if back else text,
             "error": error,
+            "error_title": error_title,
+            "back": back,
             "limit": human_bytes(_log_limit(request, settings)),
             "retention_days": settings.retention_days,
             "store_log": settings.store_log,
@@ -114,7 +120,19 @@ async def diagnose_form(
         if exc.status == 503 or exc.status >= 500:
             raise
         metrics.rejection(exc.type.rsplit("/", 1)[-1])
-        return _home(request, settings, error=exc.detail, status=exc.status, headers=exc.headers, subject=subject)
+        back = await form_back(request, cap=PREFILL_LIMIT)  # a refusal never empties the box
+        if getattr(request.state, "quota", None) is None:
+            request.state.quota = await run_in_threadpool(usage_for_page, request, subject)
+        return _home(
+            request,
+            settings,
+            error=exc.detail,
+            error_title=exc.title,
+            back=back,
+            status=exc.status,
+            headers=exc.headers,
+            subject=subject,
+        )
     try:
         record = await store_analysis(request, analysis, subject)
     except Exception as exc:

@@ -17,6 +17,14 @@ document.addEventListener("DOMContentLoaded", () => {
       });
     }
   }
+  // Reset times are sent in UTC; show them in the reader's own time too.
+  for (const el of document.querySelectorAll("time.local[datetime]")) {
+    const when = new Date(el.getAttribute("datetime"));
+    if (Number.isNaN(when.getTime())) continue;
+    const local = when.toLocaleString(undefined, { weekday: "short", hour: "2-digit", minute: "2-digit", timeZoneName: "short" });
+    el.title = el.textContent;
+    el.textContent = `${local} (${el.textContent})`;
+  }
   // A chosen file wins over the paste box: say so instead of sending both.
   const file = document.getElementById("file");
   const log = document.getElementById("log");
