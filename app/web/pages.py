@@ -178,21 +178,78 @@ def _context(windows: list[Window], candidate: Candidate) -> list[Window]:
     return [w for w in windows if any(wl.no in lines for wl in w.lines)]
 
 
+@dataclass(frozen=True)
+class Context:
+    """A candidate's log context on the page: the windows shown with it, and those shown earlier."""
+
+    windows: list[Window]
+    shown_with: list[Candidate]  # earlier candidates on the page that already show the rest
+
+
+def _contexts(record: Record, order: list[Candidate]) -> dict[int, Context]:
+    """Each window of log context once on the page, with the first candidate (in page order) it belongs to.
+
+    Echoes on many ranks share the lines around them: repeating the same window under each
+    echo made the page long and said nothing new.
+    """
+    owner: dict[tuple[str | None, int], Candidate] = {}
+    out: dict[int, Context] = {}
+    for c in order:
+        mine, elsewhere = [], []
+        for w in _context(record.windows, c):
+            key = (w.file, w.lines[0].no if w.lines else 0)
+            if key in owner:
+                if owner[key] not in elsewhere:
+                    elsewhere.append(owner[key])
+            else:
+                owner[key] = c
+                mine.append(w)
+        out[id(c)] = Context(mine, elsewhere)
+    return out
+
+
+def ranks_text(ranks: list[int]) -> str:
+    """Ranks as runs: [0, 1, 2, 3, 7] -> '0–3, 7'."""
+    runs: list[list[int]] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}–{b}" for a, b in runs)
+
+
+def shown_ranks(candidate: Candidate) -> tuple[list[int], list[int]]:
+    """The ranks whose lines the page shows for a candidate, and the ranks it was seen on without them.
+
+    A candidate keeps a few evidence lines (one per pattern, then one per rank up to a cap), while
+    `ranks` lists every rank it was seen on; the page names the two apart so that a rank it names
+    with "lines on" is one whose line is there.
+    """
+    shown = sorted({e.rank for e in candidate.evidence if e.rank is not None})
+    return shown, sorted(set(candidate.ranks) - set(shown))
+
+
 def page_context(record: Record) -> dict[str, Any]:
     """What diagnosis.html needs, grouped the way a person reads it."""
     d = record.diagnosis
     terminal = [c for c in d.candidates if c.episode == "terminal"]
     main = [c for c in terminal if c.role != "collateral"]
     timeline = _timeline(d)
+    echoes = [c for c in terminal if c.role == "collateral"]
+    earlier = [c for c in d.candidates if c.episode == "earlier"]
+    contexts = _contexts(record, [*main, *echoes, *earlier])
     return {
         "record": record,
         "d": d,
         "main": main,
-        "echoes": [c for c in terminal if c.role == "collateral"],
-        "earlier": [c for c in d.candidates if c.episode == "earlier"],
+        "echoes": echoes,
+        "earlier": earlier,
         "timeline": timeline,
         "picture": job_picture(d, timeline),
-        "context_for": lambda c: _context(record.windows, c),
+        "context_for": lambda c: contexts[id(c)] if id(c) in contexts else Context(_context(record.windows, c), []),
+        "shown_ranks": shown_ranks,
+        "ranks_text": ranks_text,
     }
 
 
