@@ -18,7 +18,9 @@ document.addEventListener("DOMContentLoaded", () => {
     }
   }
   // Reset times are sent in UTC; show them in the reader's own time too.
-  for (const el of document.querySelectorAll("time.local[datetime]")) {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const utc = zone === "UTC" || zone === "Etc/UTC"; // the UTC time already says it
+  for (const el of utc ? [] : document.querySelectorAll("time.local[datetime]")) {
     const when = new Date(el.getAttribute("datetime"));
     if (Number.isNaN(when.getTime())) continue;
     const local = when.toLocaleString(undefined, { weekday: "short", hour: "2-digit", minute: "2-digit", timeZoneName: "short" });
