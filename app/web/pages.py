@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
 
 from app.core.models import Candidate, Diagnosis
 from app.errors import NotFound, TraceloreError
@@ -26,6 +26,7 @@ from app.web.upload import human_bytes
 router = APIRouter()
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,14 @@ def home(request: Request, settings: SettingsDep, subject: SubjectDep, sample: s
     """The paste box and file picker; `?sample=NAME` fills the box with a bundled log."""
     request.state.quota = usage_for_page(request, subject)  # the page says what is left today
     return _home(request, settings, text=_sample_text(sample) if sample else "", subject=subject)
+
+
+@router.get("/favicon.ico", name="favicon")
+def favicon() -> FileResponse:
+    """The icon browsers ask for on every page, whatever the page's <link rel=icon> says."""
+    return FileResponse(
+        STATIC_DIR / "favicon.ico", media_type="image/x-icon", headers={"Cache-Control": "max-age=86400"}
+    )
 
 
 @router.get("/samples/{name}.log", name="sample_log")
