@@ -119,6 +119,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.redactor = Redactor(network=settings.redact_network)
     app.state.templates = make_templates()
     app.state.templates.env.globals["csrf_token"] = csrf_token
+    app.state.templates.env.globals["samples"] = pages.SAMPLES  # the encyclopedia's paste box offers them too
     app.state.clock = utcnow  # tests put another clock here to move between UTC days
     app.state.encyclopedia = encyclopedia.Encyclopedia(app.state.library, app.state.templates.env)
     install_problem_handlers(app)
