@@ -100,14 +100,14 @@ def open_log(name: str, stream: BinaryIO, *, progress: TextIO | None = None) -> 
     """A log ready to diagnose: gunzipped when it starts with gzip's magic, refused (NotText) when
     it is not text, and shown on `progress` (a terminal) while it is read."""
     if progress is not None:
-        stream = io.BufferedReader(_Progress(stream, name, progress), buffer_size=1 << 20)  # type: ignore[assignment]
+        stream = io.BufferedReader(_Progress(stream, name, progress), buffer_size=1 << 20)
     head = _read_up_to(stream, SNIFF)
     if head.startswith(GZIP_MAGIC):
         unzipped: BinaryIO = gzip.GzipFile(fileobj=io.BufferedReader(_Joined(head, stream)), mode="rb")  # type: ignore[assignment]
         head = _read_up_to(unzipped, SNIFF)
         stream = unzipped
     check_text(head)
-    return io.BufferedReader(_Joined(head, stream), buffer_size=1 << 20)  # type: ignore[return-value]
+    return io.BufferedReader(_Joined(head, stream), buffer_size=1 << 20)
 
 
 def terminal() -> TextIO | None:

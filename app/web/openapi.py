@@ -111,7 +111,7 @@ def document(app: FastAPI) -> dict[str, Any]:
             schema = schemas.pop(old)
             schema["title"] = new
             schemas[new] = schema
-    doc = _rename_refs(doc)
+    doc = dict(_rename_refs(doc))
     doc.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
     for path, operations in doc.get("paths", {}).items():
         for method, op in operations.items():

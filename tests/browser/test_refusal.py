@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, expect
 
@@ -44,6 +45,10 @@ def test_a_refused_paste_stays_in_the_box_and_the_reset_is_in_local_time(
             page.fill("#log", log)
             page.click("button[type=submit]")
             expect(page.locator("#form-error")).to_contain_text("Nothing was diagnosed")
+            # The same heading as the JavaScript path shows: the problem's title.
+            with httpx.Client(base_url=server.url) as client:
+                title = client.post("/api/v1/diagnoses", content=b"x\n").json()["title"]
+            expect(page.locator("#form-error strong")).to_have_text(f"{title}.")
             assert page.locator("#log").input_value().strip() == log.strip()
             expect(page.locator("#quota.spent")).to_be_visible()
             page.screenshot(path=str(artifacts / "refused-1280.png"), full_page=True)
