@@ -26,6 +26,7 @@ TOP = 40  # room for the wait label above the lanes
 BOTTOM = 34  # room for the column labels below them
 MAX_LANES = 12  # more ranks than this fold into one lane: a 64-rank job stays one screen tall
 SAME_MOMENT = 1.0  # seconds: events closer than this share a column
+SAME_ECHO = 60.0  # seconds: one failure's appearances this close to its first share a column
 LABELLED_WAIT = 1.0  # seconds: a longer wait between the first failure and its echoes is written out
 MAX_COLUMNS = 24
 MIN_WIDTH = 320  # fits a 390 px phone with the page's margins, wide enough to read on a desktop
@@ -180,7 +181,9 @@ def _moments(events: Sequence[TimelineEvent], timed: bool) -> list[list[Timeline
         if groups:
             start = groups[-1][0]
             if timed and e.time is not None and start.time is not None:
-                close = (_naive(e.time) - _naive(start.time)).total_seconds() < SAME_MOMENT
+                apart = (_naive(e.time) - _naive(start.time)).total_seconds()
+                # One failure echoing on rank after rank over a minute is one moment of the story.
+                close = apart < SAME_MOMENT or (e.candidate.id == start.candidate.id and apart < SAME_ECHO)
             else:
                 close = not timed and e.candidate.id == start.candidate.id and e.line - groups[-1][-1].line <= 2
             if close:
