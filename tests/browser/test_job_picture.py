@@ -72,6 +72,7 @@ def test_the_job_is_drawn_rank_by_rank_with_the_wait_labelled(
     expect(svg.locator("g.wait text")).to_have_text("9 min 48 s later")
     expect(page.locator("figure.job-picture figcaption")).to_contain_text(first.title)
     page.screenshot(path=str(artifacts / "job-picture-1280.png"), full_page=True)
+    page.locator("figure.job-picture").screenshot(path=str(artifacts / "job-picture-figure-1280.png"))
 
     # On a 390 px phone: the picture fits without scrolling and its text keeps a readable size.
     phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2)
@@ -86,6 +87,7 @@ def test_the_job_is_drawn_rank_by_rank_with_the_wait_labelled(
         assert size >= 11
         assert small.evaluate("document.documentElement.scrollWidth") <= 390, "the page scrolls sideways"
         small.screenshot(path=str(artifacts / "job-picture-390.png"), full_page=True)
+        small.locator("figure.job-picture").screenshot(path=str(artifacts / "job-picture-figure-390.png"))
     finally:
         phone.close()
 
