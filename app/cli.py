@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import click
 
 from app import __version__
+from app.cli_input import open_log, terminal
 from app.config import Settings, usable_cores
 from app.core.diagnose import diagnose_many
 from app.core.formats import render_github, render_junit, render_sarif
@@ -27,7 +28,7 @@ from app.core.lint import lint as run_lint
 from app.core.lint import load_taxonomy
 from app.core.models import LIKELY, Diagnosis
 from app.core.render import render_markdown, render_text
-from app.errors import LibraryError, TraceloreError
+from app.errors import LibraryError, NotText, TraceloreError
 from app.remote import RemoteError, RemoteResult, fetch_spec, human_size, padded_log, post_excerpt, post_log
 
 if TYPE_CHECKING:
@@ -51,23 +52,40 @@ def _library(signatures: Path | None) -> Library:
 
 @contextlib.contextmanager
 def _open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, BinaryIO]]]:
+    """The logs, each gunzipped when it is gzip (standard input too) and refused when it is not text."""
+    progress = terminal()
     with contextlib.ExitStack() as stack:
         opened: list[tuple[str | None, BinaryIO]] = []
         for p in paths:
             if p == "-":
-                opened.append(("<stdin>", sys.stdin.buffer))
-                continue
-            path = Path(p)
-            if path.is_dir():
-                raise click.UsageError(f"{p} is a directory; pass log files")
+                name, stream = "<stdin>", sys.stdin.buffer
+            else:
+                path = Path(p)
+                if path.is_dir():
+                    raise click.UsageError(f"{p} is a directory; pass log files")
+                try:
+                    stream = stack.enter_context(
+                        gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[arg-type]
+                    )
+                except OSError as exc:
+                    raise click.UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
+                name = p
             try:
-                stream: BinaryIO = stack.enter_context(
-                    gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[arg-type]
-                )
-            except OSError as exc:
-                raise click.UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
-            opened.append((p, stream))
-        yield opened
+                opened.append((name, open_log(name, stream, progress=progress)))
+            except NotText as exc:
+                raise click.UsageError(f"{name}: {exc.detail}") from None
+        try:
+            yield opened
+        finally:
+            if progress is not None:
+                progress.write("\r\x1b[K")  # no progress line left under the report
+
+
+def local_service_url() -> str:
+    """The address `tracelore serve` answers on with the current settings."""
+    settings = Settings()
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{settings.port}"
 
 
 def _written(paths: tuple[str, ...]) -> datetime | None:
@@ -110,7 +128,7 @@ def render(d: Diagnosis, fmt: str, *, base_url: str = "", permalink: str | None 
         return render_junit(d, base_url=base_url, permalink=permalink)
     if fmt == "github":
         return render_github(d, base_url=base_url, permalink=permalink)
-    text = render_text(d)
+    text = render_text(d, base_url=base_url)
     return text + (f"Full diagnosis: {permalink}\n" if permalink else "")
 
 
@@ -217,7 +235,8 @@ def _remote(
     "--base-url",
     envvar="TRACELORE_BASE_URL",
     default=None,
-    help="Address of the service for encyclopedia links [TRACELORE_BASE_URL; the --server URL in remote mode].",
+    help="Address of the service for encyclopedia links [TRACELORE_BASE_URL; the --server URL in remote mode; "
+    "in text, the local `tracelore serve` address].",
 )
 def diagnose(
     logs: tuple[str, ...],
@@ -254,6 +273,15 @@ def diagnose(
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
     links = base_url if base_url is not None else (server or Settings().base_url)
+    if not links and fmt == "text":
+        # A terminal can open only a full address: the local service's, until one is configured.
+        links = local_service_url()
+        if result.candidates:
+            click.echo(
+                f"(links point at {links}, where `tracelore serve` runs; "
+                "set --base-url or TRACELORE_BASE_URL to your service's address)",
+                err=True,
+            )
     click.echo(render(result, fmt, base_url=links, permalink=permalink, raw=raw), nl=False)
     for report_fmt, path in extra:
         try:

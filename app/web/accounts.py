@@ -28,6 +28,8 @@ from app.quota import counters
 from app.quota.tiers import utc_day
 from app.store import accounts as store
 from app.store.accounts import Account
+from app.store.diagnoses import list_made_by
+from app.web.api import not_before
 from app.web.deps import SettingsDep
 from app.web.identity import (
     CSRF_COOKIE,
@@ -148,7 +150,15 @@ def _account(request: Request, account: Account, *, new_key: str | None = None, 
     usage = usage_now(request, subject)
     with request.app.state.sessionmaker.begin() as session:
         keys = store.list_api_keys(session, account.id)
-    context = {"account": account, "usage": usage, "keys": keys, "new_key": new_key, "tiers": tiers(request)}
+        made = list_made_by(session, subject.id, not_before=not_before(request.app.state.settings))
+    context = {
+        "account": account,
+        "usage": usage,
+        "keys": keys,
+        "new_key": new_key,
+        "tiers": tiers(request),
+        "made": made,
+    }
     return _page(request, "account.html", context, status=status)
 
 

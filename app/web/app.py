@@ -27,7 +27,7 @@ from app.core.redact import Redactor
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import purge_expired
-from app.web import accounts, api, encyclopedia, evidence, learning, pages, quota, retention
+from app.web import accounts, api, encyclopedia, evidence, learning, openapi, pages, quota, retention
 from app.web.access_log import install_access_log_filter
 from app.web.identity import check_form_origin, csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
@@ -76,13 +76,19 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 def _add_docs(app: FastAPI) -> None:
     @app.get("/docs", include_in_schema=False)
     def swagger() -> HTMLResponse:
-        return get_swagger_ui_html(
+        page = get_swagger_ui_html(
             openapi_url="/openapi.json",
             title="Tracelore API",
             swagger_js_url="/static/docs/swagger-ui-bundle.js",
             swagger_css_url="/static/docs/swagger-ui.css",
             swagger_favicon_url="/static/docs/favicon.png",
         )
+        # A way back to the site above the reference (markup only: the page's CSP hashes its scripts).
+        back = (
+            b'<body>\n<nav aria-label="Site"><a href="/">Tracelore</a> \xc2\xb7 '
+            b'<a href="/failures/">Failure encyclopedia</a></nav>'
+        )
+        return HTMLResponse(bytes(page.body).replace(b"<body>", back, 1))
 
     @app.get("/redoc", include_in_schema=False)
     def redoc() -> HTMLResponse:
@@ -117,6 +123,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     install_access_log_filter(app.state.redactor)
     app.state.templates = make_templates()
     app.state.templates.env.globals["csrf_token"] = csrf_token
+    app.state.templates.env.globals["samples"] = pages.SAMPLES  # the encyclopedia's paste box offers them too
     app.state.clock = utcnow  # tests put another clock here to move between UTC days
     app.state.encyclopedia = encyclopedia.Encyclopedia(app.state.library, app.state.templates.env)
     app.state.seen = {}  # entry statistics, replaced whole by the periodic summary (app.web.learning)
@@ -135,6 +142,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.mount("/static/docs", StaticFiles(directory=DOCS_ASSETS), name="docs_assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _add_docs(app)
+    openapi.install(app)
     app.add_middleware(quota.QuotaHeadersMiddleware)
     app.add_middleware(accounts.CsrfCookieMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)

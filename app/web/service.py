@@ -20,15 +20,12 @@ from app.core.library import Library
 from app.core.models import Diagnosis
 from app.core.reader import decode, iter_chunks, strip_ansi
 from app.core.redact import DEFAULT, Redactor, count_placeholders
-from app.errors import NotText, Overloaded
+from app.core.sniff import SNIFF, check_text
+from app.errors import Overloaded
 from app.store.diagnoses import Window, WindowLine
 from app.web.metrics import Metrics
 
-SNIFF = 64 << 10  # bytes looked at to tell text from binary
 MAX_WINDOW_LINES = 2000  # context lines kept per diagnosis, whatever the evidence
-MIN_ODD = 8  # a few stray bytes never make a log binary
-# Control characters a text log does not hold (tab, newlines, form feed, backspace and ESC it may).
-_NOT_TEXT = dict.fromkeys(c for c in range(32) if chr(c) not in "\t\n\r\x0b\x0c\x08\x1b")
 
 
 def diagnosis_threads() -> int:
@@ -90,32 +87,6 @@ class Analysis:
     input_bytes: int
     input_sha256: str
     log_gz: bytes | None
-
-
-def check_text(head: bytes) -> None:
-    """Refuse data that is not a text log, with a message that says what it looks like."""
-    if head.startswith(b"\x1f\x8b"):
-        raise NotText(
-            "the log is gzip-compressed; send it with Content-Type: application/gzip or Content-Encoding: gzip"
-        )
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise NotText("the log is UTF-16 encoded; convert it first: `iconv -f UTF-16 -t UTF-8 train.log`")
-    if head.startswith(b"PK\x03\x04"):
-        raise NotText("zip archives are not accepted; send the log itself (gzip is fine)")
-    if not head:
-        return
-    # NUL bytes alone decide nothing: the reader drops them, and a log written when a machine
-    # crashed holds a block of them. What is left is judged by its share of bytes no text log
-    # has (control characters, invalid UTF-8), so a paste is judged alike at any size.
-    rest = head.replace(b"\x00", b"")
-    if not rest.strip():
-        if len(rest) < len(head):
-            raise NotText("this is binary data, not a text log (nothing but NUL bytes)")
-        return  # blank: the diagnosis says the log is empty
-    text = rest.decode("utf-8", errors="replace")
-    odd = text.count("\ufffd") + len(text) - len(text.translate(_NOT_TEXT))
-    if odd >= MIN_ODD and odd > len(text) // 20:
-        raise NotText("this looks like binary data, not a text log (control characters or invalid UTF-8)")
 
 
 def _hash(file: IO[bytes]) -> tuple[int, str]:

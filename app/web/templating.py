@@ -5,7 +5,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
@@ -113,6 +113,23 @@ def began_gap(c: Candidate) -> str:
     return span((c.time - c.began).total_seconds())
 
 
+def reset_time(value: datetime) -> Markup:
+    """A UTC moment the reader's browser rewrites in their own time (tracelore.js); UTC without it."""
+    utc = value.astimezone(UTC)
+    iso = utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    shown = "midnight UTC" if (utc.hour, utc.minute) == (0, 0) else utc.strftime("%H:%M UTC")
+    return Markup(f'<time class="local" datetime="{escape(iso)}">{escape(shown)}</time>')
+
+
+def sentence(text: str | None) -> str:
+    """A problem's detail as a sentence: capital first letter, final full stop."""
+    text = (text or "").strip()
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?" else text + "."
+
+
 def make_templates() -> Jinja2Templates:
     """The page templates with Tracelore's filters."""
     templates = Jinja2Templates(directory=str(TEMPLATES))
@@ -123,5 +140,7 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters["when"] = when
     templates.env.filters["began_gap"] = began_gap
     templates.env.filters["bytes"] = human_bytes
+    templates.env.filters["sentence"] = sentence
+    templates.env.globals["reset_time"] = reset_time
     templates.env.filters["template"] = template  # a fix text's optional parts shown as written
     return templates

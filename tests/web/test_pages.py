@@ -76,7 +76,7 @@ def test_pasting_a_log_redirects_to_its_permalink_page(live: LiveServer, client:
     assert 'href="/failures/cuda.oom"' in html
     assert 'class="copy" data-copy="verify-cuda.oom" hidden' in html  # shown by JavaScript only
     assert "Collateral: echoes of the failure above" in html and "Why collateral:" in html
-    assert "<details>" in html and "NCCL collective timed out" in html
+    assert '<details id="e-nccl.watchdog_timeout">' in html and "NCCL collective timed out" in html
     assert "Timeline across ranks" in html and "Log context around the evidence" in html
     record_id = r.headers["location"].rsplit("/", 1)[1]
     assert f'href="/api/v1/diagnoses/{record_id}"' in html
