@@ -60,15 +60,17 @@ def test_a_stored_diagnosis_is_one_transaction_for_the_row_and_the_count(
     made = client.post("/api/v1/diagnoses", content=OOM)
     assert made.status_code == 201
     writes = [sql for _, _, sql in seen if sql.startswith(("INSERT", "UPDATE", "DELETE"))]
-    assert writes == ["INSERT INTO DIAGNOSES", "INSERT INTO QUOTA_USAGE"]
-    # The row and its count commit together (a crash leaves both or neither), right after the two
-    # statements, in one worker thread, before the answer is built: the write lock is held for
-    # the two statements, not for the rest of the request.
+    # The row, what it teaches (the failure it named: a CUDA OOM, no unexplained line) and the count.
+    assert writes == ["INSERT INTO DIAGNOSES", "INSERT INTO DIAGNOSIS_FAILURES", "INSERT INTO QUOTA_USAGE"]
+    # They commit together (a crash leaves all or none), right after the statements, in one worker
+    # thread, before the answer is built: the write lock is held for these statements, not for the
+    # rest of the request.
     at = next(i for i, (_, _, sql) in enumerate(seen) if sql == "INSERT INTO DIAGNOSES")
     conn, thread = seen[at][:2]
-    assert seen[at + 1] == (conn, thread, "INSERT INTO QUOTA_USAGE")
-    assert seen[at + 2] == (conn, thread, "COMMIT")
-    assert seen[at + 3][2] == "ANSWER"
+    assert seen[at + 1] == (conn, thread, "INSERT INTO DIAGNOSIS_FAILURES")
+    assert seen[at + 2] == (conn, thread, "INSERT INTO QUOTA_USAGE")
+    assert seen[at + 3] == (conn, thread, "COMMIT")
+    assert seen[at + 4][2] == "ANSWER"
     assert client.get(made.headers["location"]).status_code == 200
 
 
