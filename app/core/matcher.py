@@ -65,7 +65,6 @@ class FileScan:
     hits: dict[int, PatternHits] = field(default_factory=dict)
     progress: list[int] = field(default_factory=list)  # last progress line numbers
     edge_lines: list[Line] = field(default_factory=list)  # head and tail, for the time span
-    versions: dict[str, str] = field(default_factory=dict)
     blank: bool = True  # nothing but white space so far
 
 
@@ -148,8 +147,8 @@ class _FileScanner:
             if idx in plan.progress:
                 probe.progress = True
                 continue
-            if idx in plan.version and all(k in scan.versions for k in library.confirm[idx].groupindex):
-                continue
+            if idx in plan.version and (kept := scan.hits.get(idx)) is not None and len(kept.first) >= KEEP_FIRST:
+                continue  # enough environment lines of this kind in this file
             if idx in plan.error and self.errors_kept >= KEEP_ERRORS:
                 continue
             hits = scan.hits.get(idx)
@@ -244,8 +243,8 @@ class _FileScanner:
             confirmed = search_text(self.library.confirm[idx], line.text)
             groups = confirmed.groups if confirmed is not None else {}
             if idx in plan.version:
-                for key, value in groups.items():
-                    scan.versions.setdefault(key, value)
+                if confirmed is not None and len(hits.first) < KEEP_FIRST:
+                    hits.first.append(LineHit(line, confirmed.span, groups))  # an environment fact, with its line
                 continue
             # A line cut by the cap or changed by decoding may not confirm: keep it, no span.
             hit = LineHit(line, confirmed.span if confirmed is not None else (0, 0), groups)
