@@ -49,6 +49,8 @@ _QUOTED = regex.compile(
     r"(?i)requir|\bneed|upgrad|downgrad|\binstall|support|expect|compatib|at least|minimum|"
     r"or (?:later|higher|newer|above|greater)|[<>]=?|~=|\bbuild|compiled"  # ... or what something was built against
 )
+# "In PyTorch 2.6, we changed the default ...": a release named in prose, not the one running.
+_PROSE_BEFORE = regex.compile(r"(?i)\b(?:in|since|from|before|after|until|as of|prior to|starting with)\s*$")
 _GENERIC = frozenset({"torch", "package", "python"})  # patterns whose match may sit in prose
 
 _LAUNCHERS = (
@@ -86,9 +88,8 @@ def _quoted(name: str, hit: LineHit) -> bool:
         return False
     text = hit.line.text
     start, end = hit.span
-    return bool(
-        _QUOTED.search(text[max(hit.line.content_start, start - 50) : start]) or _QUOTED.search(text[end : end + 30])
-    )
+    before = text[max(hit.line.content_start, start - 50) : start]
+    return bool(_QUOTED.search(before) or _PROSE_BEFORE.search(before) or _QUOTED.search(text[end : end + 30]))
 
 
 def _values(name: str, hit: LineHit) -> Iterable[tuple[str, str]]:
