@@ -215,13 +215,11 @@ def _agree(name: str, a: EnvFact, b: EnvFact) -> bool:
 
 
 def _apart(a: EnvFact, b: EnvFact) -> bool:
-    """Whether two lines come from different ranks: different files, or both prefixed with different ranks.
+    """Whether two lines come from two different ranks (from their prefixes or their files' names).
 
-    A line without a rank in a file whose other lines have one may come from any rank (or
-    the launcher): it proves no difference between ranks.
+    A line without a rank (the launcher's, an unprefixed print, a file named for no rank) may
+    come from any rank: it proves no difference between ranks.
     """
-    if a.file != b.file:
-        return True
     return a.rank is not None and b.rank is not None and a.rank != b.rank
 
 
