@@ -151,8 +151,9 @@ def read_environment(library: Library, scans: Sequence[FileScan]) -> Environment
 
 
 def _normal(fact: str, value: str) -> str:
-    if fact == "gpu":
-        return regex.sub(r"[\s_-]+", "", regex.sub(r"^(?:NVIDIA|Tesla)\s+", "", value, flags=regex.I)).lower()
+    if fact == "gpu":  # "NVIDIA A100-SXM4-80GB" and "A100 SXM4 80GB" name one model
+        bare: str = regex.sub(r"^(?:NVIDIA|Tesla)\s+", "", value, flags=regex.I)
+        return "".join(bare.replace("-", " ").replace("_", " ").split()).lower()
     return value
 
 
@@ -174,7 +175,7 @@ def where(f: EnvFact, several: bool = False) -> str:
 
 def _driver_conflicts(facts: list[EnvFact], several: bool) -> list[EnvConflict]:
     """PyTorch built for a CUDA major newer than the driver runs (minor versions are compatible)."""
-    out = []
+    out: list[EnvConflict] = []
     for cuda in (f for f in facts if f.name == "cuda"):
         built = parse(cuda.value)
         if built is None:

@@ -299,11 +299,11 @@ def render_github(d: Diagnosis, *, base_url: str = "", permalink: str | None = N
         file = c.file if c.file and c.file != "<stdin>" else None
         out.append(workflow_command(kind, "\n".join(lines), file=file, line=c.line if file else None, title=title))
     for conflict in d.environment.conflicts:  # at the first line that proves it
-        first = conflict.facts[0]
-        file = first.file if first.file and first.file != "<stdin>" else None
+        proof = conflict.facts[0]
+        file = proof.file if proof.file and proof.file != "<stdin>" else None
         title = "Environment conflict (Tracelore)"
         out.append(
-            workflow_command("warning", conflict.summary, file=file, line=first.line if file else None, title=title)
+            workflow_command("warning", conflict.summary, file=file, line=proof.line if file else None, title=title)
         )
     if not d.candidates:
         out.append(workflow_command("notice", f"No known failure found in {d.input.lines:,} lines.", title="Tracelore"))
