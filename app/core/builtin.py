@@ -17,7 +17,8 @@ _V = r"\d{1,3}\.\d{1,3}(?:\.\d{1,3})?(?:(?:a|b|rc|\.dev|\.post)\d{0,9})?(?:\+[A-
 # torch.utils.collect_env ("PyTorch version: 2.1.0+cu121", "CUDA used to build PyTorch: 12.1",
 # "Nvidia driver version: 535.104.05", "GPU 0: NVIDIA A100-SXM4-80GB", "[pip3] numpy==1.26.4"),
 # `transformers-cli env` ("- `Accelerate` version: 0.33.0", "- PyTorch version (GPU?): 2.4.0+cu121"),
-# DeepSpeed's ds_report ("torch version .... 2.3.0+cu121", "deepspeed info .... 0.15.5, unknown")
+# DeepSpeed's ds_report ("torch version .... 2.3.0+cu121", "deepspeed info .... 0.15.5, unknown"),
+# NCCL_DEBUG=INFO ("NCCL INFO cudaDriverVersion 12000": the driver's CUDA, as CUDA encodes it)
 # and log_dist banner ("DeepSpeed info: version=0.3.13"), NCCL ("NCCL version 2.21.5+cuda12.4"),
 # the nvidia-smi table, vLLM ("Initializing a V1 LLM engine (v0.8.3) with config"), the CUDA
 # out-of-memory message, torchrun, DeepSpeed's launcher, Lightning, Slurm and Open MPI.
@@ -35,6 +36,7 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ),
     ("driver", r"\b(?:Nvidia|NVIDIA) driver version: (?P<driver>\d{2,3}\.\d{1,3}(?:\.\d{1,3})?)\b"),
     ("driver_too_old", r"driver on your system is too old \(found version (?P<cuda_driver_code>\d{4,6})\)"),
+    ("nccl_driver", r"\bNCCL INFO cudaDriverVersion (?P<cuda_driver_code>\d{4,6})\b"),
     ("nccl", r"\bNCCL version (?P<nccl>\d{1,2}\.\d{1,3}\.\d{1,3})\b"),
     ("cudnn", r"\bcu[dD][nN][nN] version:? (?P<cudnn>\d{1,2}\.\d{1,2}\.\d{1,2})\b"),
     ("python", r"\bPython (?:version:? )?(?P<python>3\.\d{1,2}\.\d{1,2})\b"),

@@ -147,7 +147,14 @@ def read_environment(library: Library, scans: Sequence[FileScan]) -> Environment
                 seen.add(("gpus", str(len(gpu_rows))))
                 facts.append(_fact("gpus", str(len(gpu_rows)), first))
     facts = _specific_launcher(facts)
-    return Environment(facts=facts, conflicts=[*_driver_conflicts(facts, several), *_rank_conflicts(facts, several)])
+    return Environment(
+        facts=facts,
+        conflicts=[
+            *_driver_conflicts(facts, several),
+            *_rank_conflicts(facts, several),
+            *_support_conflicts(facts, several),
+        ],
+    )
 
 
 def _normal(fact: str, value: str) -> str:
@@ -205,6 +212,35 @@ def _driver_conflicts(facts: list[EnvFact], several: bool) -> list[EnvConflict]:
                         facts=[cuda, driver],
                     )
                 )
+    return out
+
+
+# A library version the installed framework does not support: (library, its range, framework,
+# the framework's range, why). PyTorch 2.3.0 is the first release built for NumPy 2
+# (pytorch/pytorch#107302; pytorch/pytorch#132179: "PyTorch 2.3.0 is the first version that
+# supports NumPy 2.0"); older wheels fail on `.numpy()`/`from_numpy` with NumPy 2.
+_UNSUPPORTED = (
+    ("numpy", ">=2", "torch", "<2.3", "PyTorch supports NumPy 2 from 2.3.0 on: upgrade torch or pin numpy<2"),
+)
+
+
+def _support_conflicts(facts: list[EnvFact], several: bool) -> list[EnvConflict]:
+    """A library the log shows at a version the framework the log shows does not support."""
+    versions = versions_of(Environment(facts=facts))
+    out = []
+    for lib, lib_range, framework, framework_range, why in _UNSUPPORTED:
+        have, host = versions.get(lib), versions.get(framework)
+        if have is None or host is None:
+            continue
+        if satisfies(have.value, lib_range) and satisfies(host.value, framework_range):
+            out.append(
+                EnvConflict(
+                    kind="unsupported",
+                    summary=f"{lib} {have.value} ({where(have, several)}) with {framework} {host.value} "
+                    f"({where(host, several)}): {why}",
+                    facts=[have, host],
+                )
+            )
     return out
 
 

@@ -119,7 +119,7 @@ def render_text(d: Diagnosis) -> str:
         out += [f"    {i}. {step}" for i, step in enumerate(c.fix, 1)]
         out += [f"  verify: {c.verify}", f"  resume: {c.resume}", f"  more: {c.path}"]
     if d.environment.conflicts:
-        out += ["", "ENVIRONMENT CONFLICTS (the log's own lines disagree):"]
+        out += ["", "ENVIRONMENT CONFLICTS (proven by the log's own lines):"]
         out += [f"  - {c.summary}" for c in d.environment.conflicts]
     if d.hang:
         out += ["", f"SUSPECT RANK: {d.hang.rank} (the rank the others were waiting for when they timed out)"]
@@ -213,7 +213,7 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
         out += [f"{i}. {step}" for i, step in enumerate(c.fix, 1)]
         out += ["", f"**Verify:** {c.verify}", "", f"**Resume:** {c.resume}", ""]
     if d.environment.conflicts:
-        out += ["**Environment conflicts** (the log's own lines disagree):", ""]
+        out += ["**Environment conflicts** (proven by the log's own lines):", ""]
         out += [f"- {c.summary}" for c in d.environment.conflicts] + [""]
     if d.hang:
         out += [f"### Suspect rank: {d.hang.rank}", "", f"The rank the others were waiting for: {d.hang.why}.", ""]

@@ -292,3 +292,23 @@ def test_versions_are_read_as_pep_440() -> None:
     assert same_version("3.10", "3.10.12") and same_version("2.1.2", "2.1.2+cu121")
     assert not same_version("2.1.2+cu118", "2.1.2+cu121") and not same_version("2.19.3", "2.21.5")
     assert spec_problem(">=2.x") is not None and spec_problem(">=2.1,<2.6") is None
+
+
+def test_numpy_2_with_a_pytorch_older_than_2_3_is_unsupported(shipped_library: Library) -> None:
+    """The real NumPy 2 ABI message (jupyter/notebook#7522) with a torch banner before it."""
+    case = "gh-jupyter-notebook-7522"
+    (conflict,) = diagnose(_with_line(case, "torch 2.1.2"), shipped_library, threads=1).environment.conflicts
+    assert conflict.kind == "unsupported"
+    assert [(f.name, f.value, f.line) for f in conflict.facts] == [("numpy", "2.0.0", 4), ("torch", "2.1.2", 1)]
+    assert "PyTorch supports NumPy 2 from 2.3.0 on" in conflict.summary
+    assert diagnose(_with_line(case, "torch 2.3.0"), shipped_library, threads=1).environment.conflicts == []
+
+
+def test_nccl_info_gives_the_drivers_cuda(shipped_library: Library) -> None:
+    """NCCL_DEBUG=INFO lines as NVIDIA/nccl#1267 shows them."""
+    log = b"instance-8g-96c-4:101707:101707 [0] NCCL INFO cudaDriverVersion 12000\nNCCL version 2.19.3+cuda12.3\n"
+    d = diagnose(log, shipped_library, threads=1)
+    assert [(f.name, f.value, f.line) for f in d.environment.facts] == [
+        ("cuda_driver", "12.0", 1),
+        ("nccl", "2.19.3", 2),
+    ]
