@@ -126,6 +126,7 @@ def render_sarif(
                 "ranks": c.ranks,
                 "count": c.count,
                 "facts": c.facts,
+                "versions": c.versions,
             },
         }
         related = [

@@ -279,6 +279,7 @@ def test_every_format_carries_the_environment(shipped_library: Library) -> None:
     run = sarif["runs"][0]  # type: ignore[index]
     assert run["properties"]["environment"]["facts"][0]["value"] == "2.1.0+cu121"
     assert "Environment: PyTorch: 2.1.0+cu121 (line 1)" in run["results"][0]["message"]["text"]
+    assert run["results"][0]["properties"]["versions"] == d.candidates[0].versions
     assert 'name="environment.torch" value="2.1.0+cu121 (line 1)"' in render_junit(d)
     github = render_github(d)
     assert "::warning" in github and "Environment conflict" in github
