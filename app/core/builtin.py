@@ -12,22 +12,23 @@ from __future__ import annotations
 
 # Named groups are facts: environment.py maps each group name to the fact it gives.
 _V = r"\d{1,3}\.\d{1,3}(?:\.\d{1,3})?(?:(?:a|b|rc|\.dev|\.post)\d{0,9})?(?:\+[A-Za-z0-9.]{1,40})?"
+# After a bare space only a full X.Y.Z counts: "datasets 1.25 GB" is not a version.
+_V3 = r"\d{1,3}\.\d{1,3}\.\d{1,3}(?:(?:a|b|rc|\.dev|\.post)\d{0,9})?(?:\+[A-Za-z0-9.]{1,40})?"
 
 # (name, regex) of the environment lines. Wordings, from the tools that print them:
 # torch.utils.collect_env ("PyTorch version: 2.1.0+cu121", "CUDA used to build PyTorch: 12.1",
 # "Nvidia driver version: 535.104.05", "GPU 0: NVIDIA A100-SXM4-80GB", "[pip3] numpy==1.26.4"),
 # `transformers-cli env` ("- `Accelerate` version: 0.33.0", "- PyTorch version (GPU?): 2.4.0+cu121"),
-# DeepSpeed's ds_report ("torch version .... 2.3.0+cu121", "deepspeed info .... 0.15.5, unknown"),
-# NCCL_DEBUG=INFO ("NCCL INFO cudaDriverVersion 12000": the driver's CUDA, as CUDA encodes it)
-# and log_dist banner ("DeepSpeed info: version=0.3.13"), NCCL ("NCCL version 2.21.5+cuda12.4"),
+# DeepSpeed's ds_report ("torch version .... 2.3.0+cu121", "deepspeed info .... 0.15.5, unknown")
+# and log_dist banner ("DeepSpeed info: version=0.3.13"), NCCL ("NCCL version 2.21.5+cuda12.4";
+# with NCCL_DEBUG=INFO "NCCL INFO cudaDriverVersion 12000", the driver's CUDA as CUDA encodes it),
 # the nvidia-smi table, vLLM ("Initializing a V1 LLM engine (v0.8.3) with config"), the CUDA
 # out-of-memory message, torchrun, DeepSpeed's launcher, Lightning, Slurm and Open MPI.
 ENVIRONMENT: tuple[tuple[str, str], ...] = (
     (
         "torch",
-        r"\b(?:torch|pytorch|PyTorch|Torch)(?: version)?(?: \(GPU\?\))?(?:==|:\s?|\s\.{2,}\s|\s)(?P<torch>"
-        + _V
-        + r")(?:\W|$)",
+        r"\b(?:torch|pytorch|PyTorch|Torch)(?: version)?(?: \(GPU\?\))?"
+        r"(?:(?:==|:\s?|\s\.{2,}\s)(?P<torch>" + _V + r")|\s(?P<torch_release>" + _V3 + r"))(?:\W|$)",
     ),
     ("torch_cuda", r"\b(?:CUDA used to build PyTorch|torch cuda version)(?::|\s\.{2,})\s(?P<cuda>\d{1,2}\.\d{1,2})\b"),
     (
@@ -44,7 +45,8 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     (
         "package",
         r"(?:\b|`)(?P<pkg>(?i:transformers|accelerate|deepspeed|vllm|numpy|pytorch[_-]lightning|lightning|datasets"
-        r"|peft|trl|flash[_-]attn|triton|megatron[_-]core))`?(?:==| version:? | )(?P<pkg_version>" + _V + r")(?:\W|$)",
+        r"|peft|trl|flash[_-]attn|triton|megatron[_-]core))`?"
+        r"(?:(?:==| version:? )(?P<pkg_version>" + _V + r")| (?P<pkg_release>" + _V3 + r"))(?:\W|$)",
     ),
     ("deepspeed", r"\b(?i:deepspeed) info(?::\s?version=|\s\.{2,}\s)(?P<deepspeed>" + _V + r")"),
     ("vllm_engine", r"Initializing an? (?:V[01] )?LLM engine \(v(?P<vllm>" + _V + r")\)"),

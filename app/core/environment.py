@@ -23,8 +23,8 @@ from app.core.versions import parse, same_version, satisfies
 MAX_FACTS = 80  # distinct facts kept: a pip freeze of every package is not the point
 
 # Group name -> fact name, where they differ.
-_RENAMED = {"python_path": "python", "smi_gpu": "gpu", "gpu_memory_mib": "gpu_memory"}
-_SKIPPED = {"gpu_index", "smi_index", "pkg", "pkg_version", "cuda_driver_code", "launcher"}
+_RENAMED = {"python_path": "python", "smi_gpu": "gpu", "gpu_memory_mib": "gpu_memory", "torch_release": "torch"}
+_SKIPPED = {"gpu_index", "smi_index", "pkg", "pkg_version", "pkg_release", "cuda_driver_code", "launcher"}
 
 # Facts whose values differ across ranks only when the ranks really ran different software.
 VERSIONED = (
@@ -104,9 +104,9 @@ def _values(name: str, hit: LineHit) -> Iterable[tuple[str, str]]:
         if key == "gpu_memory_mib":
             value = f"{value} MiB"
         yield fact, value
-    if "pkg" in groups and "pkg_version" in groups:
-        yield _package(groups["pkg"]), groups["pkg_version"]
-    if (cuda := _cuda_of_local(groups.get("torch", ""))) is not None:
+    if "pkg" in groups and (version := groups.get("pkg_version") or groups.get("pkg_release")):
+        yield _package(groups["pkg"]), version
+    if (cuda := _cuda_of_local(groups.get("torch") or groups.get("torch_release") or "")) is not None:
         yield "cuda", cuda
     if "cuda_driver_code" in groups:  # CUDA's driver API version: 11040 is 11.4
         code = int(groups["cuda_driver_code"])

@@ -127,6 +127,12 @@ def test_a_required_version_is_not_an_installed_one(shipped_library: Library) ->
     assert diagnose(log, shipped_library, threads=1).environment.facts == []
 
 
+def test_a_number_after_a_library_name_in_prose_is_not_its_version(shipped_library: Library) -> None:
+    log = b"Downloading datasets 1.25 GB\nlightning 2.1 times faster\ntorch 2.1 GB free\ntransformers 4.41.2\n"
+    d = diagnose(log, shipped_library, threads=1)
+    assert [(f.name, f.value, f.line) for f in d.environment.facts] == [("transformers", "4.41.2", 4)]
+
+
 REAL_SMI_HEADER = "| NVIDIA-SMI 470.129.06   Driver Version: 470.129.06   CUDA Version: 11.4     |"
 
 
