@@ -4,7 +4,8 @@ The engine's `version` patterns (`builtin.ENVIRONMENT`) name their groups after 
 versions (PyTorch, its CUDA, the driver and the CUDA it supports, NCCL, cuDNN, Python,
 libraries), GPUs, topology, launcher and Slurm job. Each fact keeps its line. Conflicts are
 reported only when lines of the log prove them: a PyTorch built for a newer CUDA major than
-the driver supports, different versions or GPU models on different ranks.
+the driver supports, different versions or GPU models on different ranks, a library version
+the framework shown does not support.
 """
 
 from __future__ import annotations
