@@ -4,10 +4,92 @@
   reported as unexplained, so the library can grow from real traffic.
 * ``progress``: training progress (steps, metric dicts, progress bars); an error
   followed by much progress is earlier trouble the run survived.
-* ``version``: framework versions printed in the log, for `applies_to`.
+* ``version``: the job's environment as the log prints it (versions, GPUs, topology),
+  for the environment panel and `applies_to`.
 """
 
 from __future__ import annotations
+
+# Named groups are facts: environment.py maps each group name to the fact it gives.
+_V = r"\d{1,3}\.\d{1,3}(?:\.\d{1,3})?(?:(?:a|b|rc|\.dev|\.post)\d{0,9})?(?:\+[A-Za-z0-9.]{1,40})?"
+# After a bare space only a full X.Y.Z counts: "datasets 1.25 GB" is not a version.
+_V3 = r"\d{1,3}\.\d{1,3}\.\d{1,3}(?:(?:a|b|rc|\.dev|\.post)\d{0,9})?(?:\+[A-Za-z0-9.]{1,40})?"
+
+# (name, regex) of the environment lines. Wordings, from the tools that print them:
+# torch.utils.collect_env ("PyTorch version: 2.1.0+cu121", "CUDA used to build PyTorch: 12.1",
+# "Nvidia driver version: 535.104.05", "GPU 0: NVIDIA A100-SXM4-80GB", "[pip3] numpy==1.26.4"),
+# `transformers-cli env` ("- `Accelerate` version: 0.33.0", "- PyTorch version (GPU?): 2.4.0+cu121"),
+# DeepSpeed's ds_report ("torch version .... 2.3.0+cu121", "deepspeed info .... 0.15.5, unknown")
+# and log_dist banner ("DeepSpeed info: version=0.3.13"), NCCL ("NCCL version 2.21.5+cuda12.4";
+# with NCCL_DEBUG=INFO "NCCL INFO cudaDriverVersion 12000", the driver's CUDA as CUDA encodes it),
+# the nvidia-smi table, vLLM ("Initializing a V1 LLM engine (v0.8.3) with config"), the CUDA
+# out-of-memory message, torchrun, DeepSpeed's launcher, Lightning, Slurm and Open MPI.
+ENVIRONMENT: tuple[tuple[str, str], ...] = (
+    (
+        "torch",
+        r"\b(?:torch|pytorch|PyTorch|Torch)(?: version)?(?: \(GPU\?\))?"
+        r"(?:(?:==|:\s?|\s\.{2,}\s)(?P<torch>" + _V + r")|\s(?P<torch_release>" + _V3 + r"))(?:\W|$)",
+    ),
+    ("torch_cuda", r"\b(?:CUDA used to build PyTorch|torch cuda version)(?::|\s\.{2,})\s(?P<cuda>\d{1,2}\.\d{1,2})\b"),
+    (
+        "nvidia_smi",
+        r"Driver Version: (?P<driver>\d{2,3}\.\d{1,3}(?:\.\d{1,3})?)\s+CUDA Version: (?P<cuda_driver>\d{1,2}\.\d{1,2})",
+    ),
+    ("driver", r"\b(?:Nvidia|NVIDIA) driver version: (?P<driver>\d{2,3}\.\d{1,3}(?:\.\d{1,3})?)\b"),
+    ("driver_too_old", r"driver on your system is too old \(found version (?P<cuda_driver_code>\d{4,6})\)"),
+    ("nccl_driver", r"\bNCCL INFO cudaDriverVersion (?P<cuda_driver_code>\d{4,6})\b"),
+    ("nccl", r"\bNCCL version (?P<nccl>\d{1,2}\.\d{1,3}\.\d{1,3})\b"),
+    ("cudnn", r"\bcu[dD][nN][nN] version:? (?P<cudnn>\d{1,2}\.\d{1,2}\.\d{1,2})\b"),
+    ("python", r"\bPython (?:version:? )?(?P<python>3\.\d{1,2}\.\d{1,2})\b"),
+    ("python_path", r"/python(?P<python_path>3\.\d{1,2})/(?:site|dist)-packages/"),
+    (
+        "package",
+        r"(?:\b|`)(?P<pkg>(?i:transformers|accelerate|deepspeed|vllm|numpy|pytorch[_-]lightning|lightning|datasets"
+        r"|peft|trl|flash[_-]attn|triton|megatron[_-]core))`?"
+        r"(?:(?:==| version:? )(?P<pkg_version>" + _V + r")| (?P<pkg_release>" + _V3 + r"))(?:\W|$)",
+    ),
+    ("deepspeed", r"\b(?i:deepspeed) info(?::\s?version=|\s\.{2,}\s)(?P<deepspeed>" + _V + r")"),
+    ("vllm_engine", r"Initializing an? (?:V[01] )?LLM engine \(v(?P<vllm>" + _V + r")\)"),
+    ("vllm_server", r"\bvLLM API server version (?P<vllm>" + _V + r")"),
+    ("numpy2", r"^NumPy (?P<numpy>\d{1,2}\.\d{1,3}\.\d{1,3}) as it may crash"),
+    (
+        "gpu",
+        r"\bGPU(?: (?P<gpu_index>\d{1,3}))?: "
+        r"(?P<gpu>(?:NVIDIA|Tesla|Quadro|GeForce|AMD Instinct|Radeon)\b[^,;()|\[]{1,60})",
+    ),
+    ("gpu_device", r"\bUsing device:? cuda(?::\d{1,3})? \((?P<gpu>[^()]{2,60})\)"),
+    ("gpu_capability", r"\b(?P<gpu>NVIDIA [^,;()]{2,60}?) with CUDA capability (?P<gpu_arch>sm_\d{2,3})\b"),
+    (
+        "gpu_found",
+        r"\bFound GPU(?P<gpu_index>\d{1,3}) (?P<gpu>[^,;()]{2,60}?) "
+        r"which is of cuda capability (?P<gpu_arch>\d{1,2}\.\d)",
+    ),
+    ("smi_gpu", r"^\|\s{1,4}(?P<smi_index>\d{1,3})\s{1,4}(?P<smi_gpu>[A-Z][\w .-]{1,40}?)\s+(?:On|Off)\s*\|"),
+    ("smi_memory", r"^\|.{0,60}\|\s+\d{1,7}MiB /\s{0,8}(?P<gpu_memory_mib>\d{3,7})MiB \|"),
+    (
+        "oom_capacity",
+        r"\bGPU (?P<gpu_index>\d{1,3})(?: has a total capacity of |; )(?P<gpu_memory>\d{1,4}(?:\.\d{1,2})? [GM]iB)",
+    ),
+    ("world_size", r"\b(?:world[_ ]size|WORLD_SIZE|dist_world_size)(?: is|\s?[=:])\s?(?P<world_size>\d{1,6})\b"),
+    (
+        "world_size_lightning",
+        r"\bInitializing distributed: GLOBAL_RANK: \d{1,6}, MEMBER: \d{1,6}/(?P<world_size>\d{1,6})\b",
+    ),
+    ("world_size_elastic", r"\bglobal_world_sizes=\[(?P<world_size>\d{1,6})"),
+    ("nodes", r"(?:--nnodes[= ]|\bSLURM_NNODES=|\bSLURM_JOB_NUM_NODES=|\bmax_nodes\s{0,20}: )(?P<nodes>\d{1,6})\b"),
+    ("ranks_per_node", r"(?:--nproc[_-]per[_-]node[= ]|\bnproc_per_node\s{0,20}: )(?P<ranks_per_node>\d{1,4})\b"),
+    (
+        "launcher",
+        r"(?P<launcher>/bin/torchrun\b|^\s*torchrun |-m torch\.distributed\.(?:launch|run)\b"
+        r"|torch/distributed/launch\.py|\btorch\.distributed\.elastic\.|^srun: |\bmpirun noticed\b"
+        r"|^Primary job\s+terminated normally"
+        r"|\bdeepspeed\.launcher\.(?:launch|runner)\b|\bdeepspeed/launcher/|/bin/accelerate\b|\baccelerate/commands/launch\.py)",
+    ),
+    (
+        "slurm_job",
+        r"(?:\*\*\* (?:JOB|STEP) |\bStepId=|\bin step |\bSLURM_JOB_ID=|\bSubmitted batch job )(?P<job_id>\d{1,12})\b",
+    ),
+)
 
 # (kind, name, regex) - the same dialect as signatures (RE2 and `regex`).
 PATTERNS: tuple[tuple[str, str, str], ...] = (
@@ -25,21 +107,7 @@ PATTERNS: tuple[tuple[str, str, str], ...] = (
     ("progress", "metric_dict", r"\{'(?:loss|train_loss|eval_loss)': "),
     ("progress", "step", r"(?i)\b(?:step|iteration|iter)[ :=]{1,8}\d{1,9}\b.{0,200}\bloss\b"),
     ("progress", "bar", r"\d%\|.{0,200}\| *\d{1,12}/\d{1,12} \["),
-    (
-        "version",
-        "torch",
-        r"\b(?:torch|pytorch|PyTorch)(?: version)?(?:==|: | )(?P<torch>\d{1,3}\.\d{1,3}(?:\.\d{1,3})?)",
-    ),
-    ("version", "nccl", r"\bNCCL version (?P<nccl>\d{1,3}\.\d{1,3}\.\d{1,3})"),
-    ("version", "cuda", r"\bCUDA (?:version|Version)[: ]{1,2}(?P<cuda>\d{1,3}\.\d{1,3})"),
-    (
-        "version",
-        "transformers",
-        r"\btransformers(?: version)?(?:==|: | )(?P<transformers>\d{1,3}\.\d{1,3}(?:\.\d{1,3})?)",
-    ),
-    (
-        "version",
-        "deepspeed",
-        r"\bDeepSpeed(?: info)?: version=(?P<deepspeed>\d{1,3}\.\d{1,3}(?:\.\d{1,3})?)",
-    ),
+    # Environment facts (app/core/environment.py reads their groups): versions, hardware,
+    # topology, launcher and scheduler job, each as the log prints it.
+    *(("version", name, pattern) for name, pattern in ENVIRONMENT),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from app.core.environment import VERSIONED, read_environment, versions_of
 from app.core.hangs import hang_suspect
 from app.core.job import arrange, picked_lines
 from app.core.library import Library
@@ -79,10 +80,8 @@ def assemble(
 ) -> Diagnosis:
     """Rank what the scans found into a `Diagnosis` (`written`: when the logs were last written)."""
     scans = arrange(scans, written)
-    versions: dict[str, str] = {}
-    for scan in scans:
-        for key, value in scan.versions.items():
-            versions.setdefault(key, value)
+    environment = read_environment(library, scans)
+    versions = versions_of(environment)
     found, _ = find_signatures(library, scans, versions)
     benign = [f for f in found if f.sig.role == "benign"]
     candidates = rank_found([f for f in found if f.sig.role != "benign"], scans)
@@ -104,13 +103,14 @@ def assemble(
             start=times[0] if times else None,
             end=times[-1] if times else None,
             cut_lines=len(cut),
-            versions=versions,
+            versions={name: fact.value for name, fact in versions.items() if name in VERSIONED},
         ),
         candidates=candidates,
         unexplained=unexplained_lines,
         unrecognised_start=with_similar(unrecognised_start(candidates, unexplained_lines), library),
         hang=hang_suspect(candidates, scans, library),
         harmless=harmless(benign),
+        environment=environment,
         redactions=shown_redactions(candidates, unexplained_lines, [s.name for s in scans]),
     )
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.core.diagnose import scan_sources
+from app.core.environment import read_environment, versions_of
 from app.core.library import Library
 from app.core.matcher import FileScan
 from app.core.models import Candidate
@@ -66,11 +67,7 @@ def explain(sources: Sequence[tuple[str | None, Source]], library: Library, sign
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise NotFound(f"no signature {signature_id!r} in the library{hint}")
     scans = scan_sources(sources, library)
-    versions: dict[str, str] = {}
-    for scan in scans:
-        for key, value in scan.versions.items():
-            versions.setdefault(key, value)
-    found, rejected = find_signatures(library, scans, versions)
+    found, rejected = find_signatures(library, scans, versions_of(read_environment(library, scans)))
     candidates = rank_found(found, scans)
     candidate = next((c for c in candidates if c.id == sig.id), None)
     initiating = next((c for c in candidates if c.role == "initiating"), None)

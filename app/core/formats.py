@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from urllib.parse import quote
 
 from app.core.models import Candidate, Diagnosis, Evidence
+from app.core.render import environment_lines
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 _LEVEL = {"initiating": "error", "contributing": "error", "collateral": "note"}
@@ -61,14 +62,25 @@ def suspect_text(d: Diagnosis, c: Candidate) -> str | None:
     return f"Suspect rank: {d.hang.rank}, the rank the others were waiting for ({d.hang.why})."
 
 
+def environment_summary(d: Diagnosis) -> str | None:
+    """The environment in one sentence, with the conflicts the log proves; said with the initiating failure."""
+    if not d.environment.facts:
+        return None
+    text = "Environment: " + "; ".join(environment_lines(d)) + "."
+    if d.environment.conflicts:
+        text += " Conflicts: " + " ".join(f"{c.summary}." for c in d.environment.conflicts)
+    return text
+
+
 def _message(d: Diagnosis, c: Candidate) -> str:
     head = {"initiating": "Initiating failure", "contributing": "Also failed", "collateral": "Collateral"}[c.role]
     if c.episode == "earlier":
         head = "Earlier trouble"
-    suspect = suspect_text(d, c)
-    return f"{head}: {c.title} ({c.band}, confidence {c.confidence:.2f}). {c.summary} Why: {c.why}." + (
-        f" {suspect}" if suspect else ""
-    )
+    extra = [*c.versions, suspect_text(d, c)]
+    if c.role == "initiating":
+        extra.append(environment_summary(d))
+    text = f"{head}: {c.title} ({c.band}, confidence {c.confidence:.2f}). {c.summary} Why: {c.why}."
+    return " ".join([text, *(e for e in extra if e)])
 
 
 def render_sarif(
@@ -114,6 +126,7 @@ def render_sarif(
                 "ranks": c.ranks,
                 "count": c.count,
                 "facts": c.facts,
+                "versions": c.versions,
             },
         }
         related = [
@@ -146,6 +159,8 @@ def render_sarif(
         run["properties"]["permalink"] = permalink  # type: ignore[index]
     if d.hang:
         run["properties"]["hang"] = d.hang.model_dump(mode="json", exclude_none=True)  # type: ignore[index]
+    if d.environment.facts:
+        run["properties"]["environment"] = d.environment.model_dump(mode="json", exclude_none=True)  # type: ignore[index]
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
@@ -167,6 +182,8 @@ def render_junit(d: Diagnosis, *, base_url: str = "", permalink: str | None = No
         ("files", ", ".join(d.input.files)),
         ("lines", str(d.input.lines)),
         ("permalink", permalink or ""),
+        *((f"environment.{f.name}", f"{f.value} (line {f.line})") for f in d.environment.facts),
+        *((f"environment.conflict.{i}", c.summary) for i, c in enumerate(d.environment.conflicts, 1)),
     ):
         if value:
             ET.SubElement(props, "property", name=name, value=value)
@@ -203,6 +220,8 @@ def render_junit(d: Diagnosis, *, base_url: str = "", permalink: str | None = No
             f"{c.title} at {_where(c.file, c.line)} ({c.band}, confidence {c.confidence:.2f})",
             c.summary,
             *([suspect] if suspect else []),
+            *c.versions,
+            *([env] if c.role == "initiating" and (env := environment_summary(d)) else []),
             "",
             "Evidence:",
             *_evidence_text(c.evidence),
@@ -265,6 +284,10 @@ def render_github(d: Diagnosis, *, base_url: str = "", permalink: str | None = N
         lines = [c.summary]
         if suspect := suspect_text(d, c):
             lines += ["", suspect]
+        if c.versions:
+            lines += ["", *c.versions]
+        if c.role == "initiating" and (env := environment_summary(d)):
+            lines += ["", env]
         if first is not None:
             lines += ["", f"{_where(first.file, first.line)} | {first.text}"]
         if c.role != "collateral" and c.episode == "terminal":
@@ -276,6 +299,13 @@ def render_github(d: Diagnosis, *, base_url: str = "", permalink: str | None = N
         title = f"{c.title} [{c.id}] ({role}, {c.band})"
         file = c.file if c.file and c.file != "<stdin>" else None
         out.append(workflow_command(kind, "\n".join(lines), file=file, line=c.line if file else None, title=title))
+    for conflict in d.environment.conflicts:  # at the first line that proves it
+        proof = conflict.facts[0]
+        file = proof.file if proof.file and proof.file != "<stdin>" else None
+        title = "Environment conflict (Tracelore)"
+        out.append(
+            workflow_command("warning", conflict.summary, file=file, line=proof.line if file else None, title=title)
+        )
     if not d.candidates:
         out.append(
             workflow_command(

@@ -130,10 +130,16 @@ def check_placeholders(sig: Signature, path: Path) -> Iterable[Issue]:
 
 
 def check_applies_to(sig: Signature, path: Path) -> Iterable[Issue]:
-    for package, spec in sig.applies_to.items():
+    ranges = [(f"applies_to.{package}", r.range) for package, r in sig.applies_to.items()]
+    ranges += [(f"version_notes[{i}]", n.range) for i, n in enumerate(sig.version_notes)]
+    for where, spec in ranges:
         problem = spec_problem(spec)
         if problem:
-            yield Issue(path, None, f"applies_to.{package}: {problem}")
+            yield Issue(path, None, f"{where}: {problem}")
+    for i, note in enumerate(sig.version_notes):
+        unknown = named(note.text) - {"version"}
+        if unknown:
+            yield Issue(path, None, f"version_notes[{i}].text: only {{version}} can be filled, not {sorted(unknown)}")
 
 
 def check_weights(sig: Signature, path: Path) -> Iterable[Issue]:

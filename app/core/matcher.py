@@ -73,7 +73,6 @@ class FileScan:
     hits: dict[int, PatternHits] = field(default_factory=dict)
     progress: list[int] = field(default_factory=list)  # last progress line numbers
     edge_lines: list[Line] = field(default_factory=list)  # head and tail, for the time span
-    versions: dict[str, str] = field(default_factory=dict)
     blank: bool = True  # nothing but white space so far
 
 
@@ -143,7 +142,6 @@ class _FileScanner:
         # locates whatever a too small budget left out.
         self.located: dict[int, int] = {}
         self.done: set[int] = set()  # patterns that saturated in the chunk being recorded
-        self.version_names: dict[int, tuple[str, ...]] = {}
         # Saturated pattern -> the last chunk holding it: its last line is looked up only
         # when that chunk is the pattern's last or too many chunks are held.
         self.unsettled: dict[int, _Piece] = {}
@@ -190,13 +188,12 @@ class _FileScanner:
         return hits is not None and hits.saturated
 
     def _ignored(self, idx: int) -> bool:
-        """Whether a pattern's hits are no longer wanted: its versions are known, or errors are kept in full."""
+        """Whether a pattern's hits are no longer wanted: enough environment lines of it are kept
+        in this file, or errors are kept in full."""
         plan = self.plan
         if idx in plan.version:
-            names = self.version_names.get(idx)
-            if names is None:  # RE2's groupindex is rebuilt on every read: read it once
-                names = self.version_names[idx] = tuple(self.library.confirm[idx].groupindex)
-            if all(k in self.scan.versions for k in names):
+            hits = self.scan.hits.get(idx)
+            if hits is not None and len(hits.first) >= KEEP_FIRST:
                 return True
         return idx in plan.error and self.errors_kept >= KEEP_ERRORS
 
@@ -294,7 +291,7 @@ class _FileScanner:
             if idx not in plan.extract and idx not in plan.version:
                 continue
             if idx in plan.version and idx not in plan.extract and self._ignored(idx):
-                done.add(idx)  # every version it captures is known: nothing more to read, as in later chunks
+                done.add(idx)  # enough of its environment lines are kept: nothing more to read, as in later chunks
                 continue
             if idx in plan.extract and len(hits.first) >= KEEP_FIRST and idx not in plan.error:
                 continue
@@ -310,8 +307,8 @@ class _FileScanner:
             confirmed = search_text(self.library.confirm[idx], line.text)
             groups = confirmed.groups if confirmed is not None else {}
             if idx in plan.version:
-                for key, value in groups.items():
-                    scan.versions.setdefault(key, value)
+                if confirmed is not None and len(hits.first) < KEEP_FIRST:
+                    hits.first.append(LineHit(line, confirmed.span, groups))  # an environment fact, with its line
                 continue
             # A line cut by the cap or changed by decoding may not confirm: keep it, no span.
             hit = LineHit(line, confirmed.span if confirmed is not None else (0, 0), groups)

@@ -128,6 +128,11 @@ class Candidate(_Frozen):
     count: int = Field(description="matching lines in the log")
     evidence: list[Evidence]
     facts: dict[str, str] = Field(default_factory=dict)
+    versions: list[str] = Field(
+        default_factory=list,
+        description="what the versions the log shows mean for this failure: outside the range where it happens "
+        "(lower confidence), or advice for those versions",
+    )
     summary: str
     fix: list[str]
     verify: str
@@ -190,6 +195,68 @@ class Harmless(_Frozen):
     path: str = Field(description="encyclopedia path of the harmless line's entry")
 
 
+class EnvFact(_Frozen):
+    """One fact about the job's environment, as a log line states it."""
+
+    name: str = Field(description="torch, cuda, cuda_driver, driver, nccl, gpu, gpu_memory, world_size, launcher, ...")
+    value: str
+    line: int
+    file: str | None = None
+    rank: int | None = None
+    text: str = Field(description="the line that states it")
+
+
+ENV_LABELS = {
+    "torch": "PyTorch",
+    "cuda": "CUDA of the PyTorch build",
+    "cuda_driver": "CUDA the driver supports",
+    "driver": "NVIDIA driver",
+    "nccl": "NCCL",
+    "cudnn": "cuDNN",
+    "python": "Python",
+    "gpu": "GPU",
+    "gpu_arch": "GPU architecture",
+    "gpu_memory": "GPU memory",
+    "gpus": "GPUs nvidia-smi lists",
+    "world_size": "world size",
+    "nodes": "nodes",
+    "ranks_per_node": "ranks per node",
+    "launcher": "launcher",
+    "job_id": "Slurm job",
+}
+
+
+def env_label(name: str) -> str:
+    """How a reader sees an environment fact's name."""
+    return ENV_LABELS.get(name, name)
+
+
+class EnvConflict(_Frozen):
+    """Facts of the log that cannot all hold for a healthy job (e.g. two NCCL versions across ranks)."""
+
+    kind: Literal["cuda_driver", "across_ranks", "unsupported"]
+    summary: str
+    facts: list[EnvFact] = Field(description="the lines that prove it")
+
+
+class Environment(_Frozen):
+    """What the job ran on, read from its own lines (nothing guessed)."""
+
+    facts: list[EnvFact] = Field(default_factory=list, description="each distinct value of each fact, first line")
+    conflicts: list[EnvConflict] = Field(default_factory=list)
+
+    def first(self, name: str) -> EnvFact | None:
+        """The first line that states a fact."""
+        return next((f for f in self.facts if f.name == name), None)
+
+    def grouped(self) -> list[tuple[str, list[EnvFact]]]:
+        """Facts by name, in the order first stated: (label, the lines stating each value)."""
+        names: dict[str, list[EnvFact]] = {}
+        for f in self.facts:
+            names.setdefault(f.name, []).append(f)
+        return [(env_label(n), fs) for n, fs in names.items()]
+
+
 class Unexplained(_Frozen):
     """An error line that no signature explains (deduplicated)."""
 
@@ -243,6 +310,11 @@ class Diagnosis(_Frozen):
     )
     harmless: list[Harmless] = Field(
         default_factory=list, description="lines known to be harmless that people mistake for the failure"
+    )
+    environment: Environment = Field(
+        default_factory=Environment,
+        description="the job's environment as its lines state it: versions, GPUs, topology, launcher, "
+        "scheduler job, and conflicts between them",
     )
     redactions: dict[str, int] = Field(
         default_factory=dict,

@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import regex
 
+from app.core.environment import judge_versions
 from app.core.fill import fill
 from app.core.library import Library
 from app.core.matcher import FileScan, LineHit, PatternHits
-from app.core.models import LIKELY, Candidate, Evidence, Harmless, Unexplained, UnknownStart, entry_path
+from app.core.models import LIKELY, Candidate, EnvFact, Evidence, Harmless, Unexplained, UnknownStart, entry_path
 from app.core.signature import Pattern, Signature
 from app.core.times import began, comparable
-from app.core.versions import satisfies
 
 SURVIVED_PROGRESS = 10  # progress lines after a failure that mean the run went on
 QUIET_PROGRESS = 3  # fewer suffice when nothing else fails after it (a retry that recovered)
@@ -69,6 +69,7 @@ class Found:
     facts: dict[str, str]
     ranks: set[int] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    versions: list[str] = field(default_factory=list)  # what the log's versions mean for it
 
     @property
     def position(self) -> Position:
@@ -116,7 +117,7 @@ class _Judge:
 
 
 def find_signatures(
-    library: Library, scans: Sequence[FileScan], versions: dict[str, str]
+    library: Library, scans: Sequence[FileScan], versions: Mapping[str, EnvFact]
 ) -> tuple[list[Found], dict[str, list[str]]]:
     """Every signature with at least one valid fingerprint hit; also why others did not count."""
     found: list[Found] = []
@@ -157,11 +158,8 @@ def find_signatures(
                 rejected[sig.id] = reasons
             continue
         confidence = 1 - math.prod(1 - w for w in matched.values())
-        notes = []
-        for package, spec in sig.applies_to.items():
-            if package in versions and not satisfies(versions[package], spec):
-                confidence *= 0.5
-                notes.append(f"{package} {versions[package]} is outside {spec}")
+        factor, notes, version_texts = judge_versions(sig, versions, several=len(scans) > 1)
+        confidence *= factor
         fingerprints.sort(key=lambda h: (h[0].index, h[1].line.no))
         first_scan, first_hit = fingerprints[0][0], fingerprints[0][1]
         evidence = _pick_evidence(hits)
@@ -183,6 +181,7 @@ def find_signatures(
                 facts=facts,
                 ranks=ranks,
                 notes=notes,
+                versions=version_texts,
             )
         )
     return found, rejected
@@ -377,6 +376,7 @@ def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -
             for h, p, kind in f.evidence
         ],
         facts=f.facts,
+        versions=f.versions,
         summary=sig.summary,
         fix=[fill(step, f.facts) for step in sig.fix],
         verify=fill(sig.verify, f.facts),

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.core.models import Candidate, Diagnosis, Evidence, HangLine, Harmless, Unexplained, UnknownStart
+from app.core.environment import where
+from app.core.models import (
+    Candidate,
+    Diagnosis,
+    Evidence,
+    HangLine,
+    Harmless,
+    Unexplained,
+    UnknownStart,
+)
 from app.core.times import comparable, span
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
@@ -57,6 +66,15 @@ def group_evidence(evidence: Iterable[Evidence]) -> list[tuple[Evidence, list[tu
 def _line_label(e: Evidence | Unexplained | UnknownStart | HangLine, several: bool) -> str:
     """The line number, with the file name when the diagnosis spans several files."""
     return f"{e.file}:{e.line}" if several and e.file else f"{e.line:>8}"
+
+
+def environment_lines(d: Diagnosis) -> list[str]:
+    """The environment in one line per fact: `PyTorch: 2.1.0+cu121 (line 3, rank 0)`."""
+    several = len(d.input.files) > 1
+    return [
+        f"{label}: " + "; ".join(f"{f.value} ({where(f, several)})" for f in facts)
+        for label, facts in d.environment.grouped()
+    ]
 
 
 def _groups(d: Diagnosis) -> tuple[list[Candidate], list[Candidate], list[Candidate]]:
@@ -112,11 +130,15 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
         out.append(f"  {c.summary}")
         if c.facts:
             out.append("  facts: " + ", ".join(f"{k}={v}" for k, v in c.facts.items()))
+        out += [f"  versions: {text}" for text in c.versions]
         out.append("  evidence:")
         out += [f"    {_line_label(e, several)} | {_mark(e.text, spans)}" for e, spans in group_evidence(c.evidence)]
         out.append("  fix:")
         out += [f"    {i}. {step}" for i, step in enumerate(c.fix, 1)]
         out += [f"  verify: {c.verify}", f"  resume: {c.resume}", f"  more: {base_url.rstrip('/')}{c.path}"]
+    if d.environment.conflicts:
+        out += ["", "ENVIRONMENT CONFLICTS (proven by the log's own lines):"]
+        out += [f"  - {c.summary}" for c in d.environment.conflicts]
     if d.hang:
         out += ["", f"SUSPECT RANK: {d.hang.rank} (the rank the others were waiting for when they timed out)"]
         out.append(f"  why: {d.hang.why}")
@@ -139,6 +161,9 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
             f"  {_line_label(u, several)} | {u.text}" + (f"  (x{u.count})" if u.count > 1 else "")
             for u in d.unexplained
         ]
+    if d.environment.facts:
+        out += ["", "ENVIRONMENT (as the log states it):"]
+        out += [f"  {line}" for line in environment_lines(d)]
     out += ["", f"Read {size}; library {d.library_version}."]
     return "\n".join(out).lstrip("\n") + "\n"
 
@@ -199,10 +224,15 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
         out += [f"**{c.band}** (confidence {c.confidence:.2f}) at {_where(c)}", "", c.summary, ""]
         if c.facts:
             out += ["| fact | value |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in c.facts.items()] + [""]
+        if c.versions:
+            out += [f"> {text}" for text in c.versions] + [""]
         out += _fence([f"{_line_label(e, several)} | {e.text}" for e, _ in group_evidence(c.evidence)])
         out += ["", "**Fix**", ""]
         out += [f"{i}. {step}" for i, step in enumerate(c.fix, 1)]
         out += ["", f"**Verify:** {c.verify}", "", f"**Resume:** {c.resume}", ""]
+    if d.environment.conflicts:
+        out += ["**Environment conflicts** (proven by the log's own lines):", ""]
+        out += [f"- {c.summary}" for c in d.environment.conflicts] + [""]
     if d.hang:
         out += [f"### Suspect rank: {d.hang.rank}", "", f"The rank the others were waiting for: {d.hang.why}.", ""]
         if d.hang.evidence:
@@ -228,5 +258,10 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
             ]
         )
         out.append("")
+    if d.environment.facts:
+        out += ["<details><summary>Environment (as the log states it)</summary>", ""]
+        out += ["| fact | value (where) |", "|---|---|"]
+        out += [f"| {line.split(': ', 1)[0]} | {_cell(line.split(': ', 1)[1])} |" for line in environment_lines(d)]
+        out += ["", "</details>", ""]
     out.append(f"<sub>library {d.library_version}, {count(d.input.lines, 'line')} read</sub>")
     return "\n".join(out) + "\n"

@@ -80,6 +80,23 @@ class Reference(_Strict):
     url: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")]
 
 
+class VersionRange(_Strict):
+    """Where a failure can happen at all: outside the range, a match loses confidence and says why."""
+
+    range: Text  # a PEP 440 range: ">=2.6", ">=4.0,<5"
+    why: Text  # what changed at the range's edge
+    reference: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")]  # release notes or the PR
+
+
+class VersionNote(_Strict):
+    """Advice for the versions in a range, shown when the log shows one: `{version}` is the one it shows."""
+
+    package: Name
+    range: Text
+    text: Text
+    reference: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")]
+
+
 class Faq(_Strict):
     q: Text
     a: Text
@@ -112,7 +129,8 @@ class Signature(_Strict):
     excludes: tuple[Exclude, ...] = ()
     window: Window = Window()
     source: Source = "any"
-    applies_to: dict[Name, Text] = Field(default_factory=dict)
+    applies_to: dict[Name, VersionRange] = Field(default_factory=dict)
+    version_notes: tuple[VersionNote, ...] = ()
     role: Role = "root"
     consequence_of: tuple[Id, ...] = ()
 

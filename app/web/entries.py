@@ -66,6 +66,7 @@ SECTIONS: tuple[tuple[str, str, Callable[[Signature], bool]], ...] = (
     ("fix", "Fix", lambda s: bool(s.fix)),
     ("verify", "Verify the fix", lambda s: True),
     ("resume", "Resume from the last checkpoint?", lambda s: True),
+    ("versions", "Versions", lambda s: bool(s.applies_to or s.version_notes)),
     ("dead-ends", "What does not work", lambda s: bool(s.dead_ends)),
     ("prevention", "Prevention", lambda s: bool(s.prevention)),
     ("code-examples", "Code examples", lambda s: bool(s.code_examples)),

@@ -70,7 +70,14 @@ def test_a_sound_file_passes(tmp_path: Path) -> None:
         ),
         ({"related": ["no.such"]}, "related: unknown id 'no.such'"),
         ({"consequence_of": ["cuda.oom"]}, "consequence_of: refers to itself"),
-        ({"applies_to": {"torch": "about 2"}}, "applies_to.torch: cannot read version range"),
+        (
+            {"applies_to": {"torch": {"range": "about 2", "why": "w", "reference": "https://e.org"}}},
+            "applies_to.torch: cannot read version range",
+        ),
+        (
+            {"version_notes": [{"package": "torch", "range": ">=2.6", "text": "{rank}", "reference": "https://e.org"}]},
+            "version_notes[0].text: only {version} can be filled",
+        ),
         ({"fix": ["Use {nothing}."]}, "warning: fix uses {nothing} but no pattern captures it"),
         (
             {"examples": {"match": [{"log": "all good", "source": "t"}], "no_match": [{"log": "fine", "source": "t"}]}},

@@ -99,7 +99,6 @@ def _signature_of(scan: FileScan) -> tuple[object, ...]:
         scan.bytes,
         scan.lines,
         scan.progress,
-        scan.versions,
         [(x.no, x.text) for x in scan.edge_lines],
         {
             i: (h.count, h.lines, h.last_line, [(x.line.no, x.line.text, x.span) for x in h.first])

@@ -136,6 +136,7 @@ def expected_sections(sig: Signature, library: Library) -> list[str]:
         ("fix", bool(sig.fix)),
         ("verify", True),
         ("resume", True),
+        ("versions", bool(sig.applies_to or sig.version_notes)),
         ("dead-ends", bool(sig.dead_ends)),
         ("prevention", bool(sig.prevention)),
         ("code-examples", bool(sig.code_examples)),
@@ -176,6 +177,9 @@ def check_entry(sig: Signature, library: Library, html: str, page: Page, *, cano
     missing_refs = [r.url for r in sig.references if r.url not in hrefs]
     if missing_refs:
         problems.append(f"references not linked: {missing_refs}")
+    ranges = [r.reference for r in sig.applies_to.values()] + [n.reference for n in sig.version_notes]
+    if [u for u in ranges if u not in hrefs]:
+        problems.append("a version range's reference is not linked")
     linked = {posixpath.basename(urlsplit(v).path).removesuffix(".html") for _, v in page.links}
     for other in (*sig.related, *sig.consequence_of):
         if other in library.signatures and other not in linked:

@@ -147,6 +147,18 @@ def test_a_hang_page_names_the_suspect_rank_near_the_top(client: httpx.Client) -
     assert html.index('class="lead"') < html.index("Suspect rank: 3") < html.index("Initiating failure")
 
 
+def test_the_environment_panel_shows_the_logs_facts_above_the_evidence(client: httpx.Client) -> None:
+    """A real repro run's banner (pytorch/pytorch#122192): PyTorch, its CUDA and the GPU, each with its line."""
+    log = (CASES / "gh-pytorch-pytorch-122192" / "log.txt").read_text()
+    r = submit(client, files={"log": (None, log)})
+    html = client.get(r.headers["location"], headers=HTML).text
+    panel = html.split('class="panel environment"', 1)[1].split("</section>", 1)[0]
+    assert "<dt>PyTorch</dt><dd><code>2.13.0.dev20260516+cu130</code>" in panel and "line 1" in panel
+    assert "<dt>GPU</dt><dd><code>NVIDIA H100</code>" in panel and "line 3" in panel
+    assert "Conflicts" not in panel
+    assert html.index('class="panel environment"') < html.index("<h3>Evidence</h3>")
+
+
 def test_a_time_without_a_year_is_shown_without_one(client: httpx.Client) -> None:
     """A real upstream NCCL watchdog paste: c10's "[E1206 18:44:12.715298 ...]" has no year."""
     log = (CASES / "gh-hiyouga-llamafactory-6269" / "log.txt").read_text()

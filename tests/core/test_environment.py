@@ -1,0 +1,321 @@
+"""The job's environment read from its own lines: real corpus logs, each fact with its line, nothing invented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.core.diagnose import diagnose, diagnose_many
+from app.core.excerpt import Excerpt, diagnose_excerpt
+from app.core.library import Library
+from app.core.models import Diagnosis, EnvFact
+from app.core.versions import same_version, satisfies, spec_problem
+from app.corpus import load_case
+
+CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
+
+
+def _case(case_id: str, library: Library) -> Diagnosis:
+    case = load_case(CASES / case_id)
+    return diagnose_many([(p.name, p) for p in case.logs], library, threads=1)
+
+
+def _facts(d: Diagnosis) -> list[tuple[str, str, int, int | None]]:
+    return [(f.name, f.value, f.line, f.rank) for f in d.environment.facts]
+
+
+def _line(case_id: str, no: int) -> str:
+    return (CASES / case_id / "log.txt").read_bytes().decode("utf-8").split("\n")[no - 1]  # bytes: a lone CR is no line
+
+
+@pytest.mark.parametrize(
+    ("case_id", "expected"),
+    [
+        # A repro script's banner: a nightly with its CUDA in the local part, and the GPU.
+        (
+            "gh-pytorch-pytorch-122192",
+            [
+                ("torch", "2.13.0.dev20260516+cu130", 1, None),
+                ("cuda", "13.0", 1, None),
+                ("gpu", "NVIDIA H100", 3, None),
+            ],
+        ),
+        # "found version 10010" is the driver's CUDA, 10.1; YOLOv5's banner names torch.
+        ("gh-ultralytics-yolov5-2389", [("cuda_driver", "10.1", 1, None), ("torch", "1.7.1", 3, None)]),
+        # NCCL's version from torch's DistBackendError, on the rank that printed it.
+        ("gh-vllm-project-vllm-10453", [("python", "3.12", 12, 1), ("nccl", "2.21.5", 18, 1)]),
+        # Slurm: srun's own messages, the step's job id, and torchrun in the traceback (the elastic
+        # agent's RendezvousClosedError on line 4 is torchrun's, so it names no launcher of its own).
+        (
+            "gh-pytorch-pytorch-116974",
+            [
+                ("python", "3.10", 2, None),
+                ("launcher", "srun", 5, None),
+                ("job_id", "21941655", 6, None),
+                ("launcher", "torchrun", 16, None),
+            ],
+        ),
+        # The NumPy 2 ABI message names the NumPy that runs on its second line.
+        ("gh-jupyter-notebook-7522", [("numpy", "2.0.0", 3, None)]),
+        # The GPU and its architecture from torch's capability warning.
+        (
+            "gh-sconlyshootery-featdepth-68",
+            [("gpu", "NVIDIA GeForce RTX 3060 Laptop GPU", 2, None), ("gpu_arch", "sm_86", 2, None)],
+        ),
+    ],
+)
+def test_facts_are_what_the_lines_say_with_their_line_numbers(
+    shipped_library: Library, case_id: str, expected: list[tuple[str, str, int, int | None]]
+) -> None:
+    d = _case(case_id, shipped_library)
+    assert _facts(d) == expected
+    for name, value, no, _ in expected:
+        raw = _line(case_id, no)
+        shown = {"cuda": "cu130", "cuda_driver": "10010", "launcher": "srun: " if value == "srun" else "bin/torchrun"}
+        assert shown.get(name, value) in raw
+    assert d.environment.conflicts == []
+
+
+def test_the_gpu_memory_of_an_oom_is_read_on_its_rank(shipped_library: Library) -> None:
+    d = _case("gh-hiyouga-llamafactory-7781", shipped_library)
+    memory = d.environment.first("gpu_memory")
+    assert memory is not None and (memory.value, memory.line, memory.rank) == ("23.65 GiB", 1, 7)
+    assert "GPU 7 has a total capacity of 23.65 GiB" in memory.text
+
+
+def _shown_by(fact: EnvFact, raw: str) -> bool:
+    """Whether the raw line states the fact (derived values in the form the line prints them)."""
+    if fact.name == "cuda" and "+cu" in raw:
+        return "cu" + fact.value.replace(".", "") in raw
+    if fact.name == "cuda_driver" and "found version" in raw:
+        major, minor = fact.value.split(".")
+        return f"found version {int(major) * 1000 + int(minor) * 10}" in raw
+    if fact.name == "gpu_memory" and fact.value.endswith(" MiB") and "MiB /" in raw:
+        return fact.value.replace(" ", "") in raw
+    if fact.name in ("launcher", "gpus"):
+        return True  # a name for what the line shows (`/bin/torchrun`, `srun: `) or a count of lines
+    return fact.value in raw
+
+
+def test_nothing_is_reported_that_the_log_does_not_show(shipped_library: Library) -> None:
+    """Over every corpus case: each fact sits on a line of its file that states it."""
+    seen = 0
+    for case_dir in sorted(CASES.iterdir()):
+        case = load_case(case_dir)
+        d = diagnose_many([(p.name, p) for p in case.logs], shipped_library, threads=1)
+        texts = {p.name: p.read_bytes().decode("utf-8", errors="replace").split("\n") for p in case.logs}
+        for fact in d.environment.facts:
+            raw = texts[fact.file or case.logs[0].name][fact.line - 1]
+            assert _shown_by(fact, raw), (case_dir.name, fact)
+            seen += 1
+        assert d.environment.conflicts == [], case_dir.name  # no corpus job mixes versions or GPUs
+    assert seen > 500
+
+
+@pytest.mark.parametrize(
+    "case_id",
+    # "In PyTorch 2.6, we changed the default ..." names a release in prose, not the one running.
+    ["gen-ckpt-weights-only-argparse", "gh-cubiq-comfyui_instantid-255", "gh-gensyn-ai-rl-swarm-118"],
+)
+def test_a_release_named_in_prose_is_not_the_version_running(shipped_library: Library, case_id: str) -> None:
+    assert _case(case_id, shipped_library).environment.first("torch") is None
+
+
+def test_a_required_version_is_not_an_installed_one(shipped_library: Library) -> None:
+    log = b"This script requires torch 2.3 or later\nPlease install transformers>=4.40\nRuntimeError: boom\n"
+    assert diagnose(log, shipped_library, threads=1).environment.facts == []
+
+
+def test_a_number_after_a_library_name_in_prose_is_not_its_version(shipped_library: Library) -> None:
+    log = b"Downloading datasets 1.25 GB\nlightning 2.1 times faster\ntorch 2.1 GB free\ntransformers 4.41.2\n"
+    d = diagnose(log, shipped_library, threads=1)
+    assert [(f.name, f.value, f.line) for f in d.environment.facts] == [("transformers", "4.41.2", 4)]
+
+
+REAL_SMI_HEADER = "| NVIDIA-SMI 470.129.06   Driver Version: 470.129.06   CUDA Version: 11.4     |"
+
+
+def test_pytorch_built_for_a_newer_cuda_than_the_driver_is_a_conflict(shipped_library: Library) -> None:
+    """collect_env's wording and a real nvidia-smi header (deepspeedai/DeepSpeed#2055)."""
+    log = f"PyTorch version: 2.1.0+cu121\n{REAL_SMI_HEADER}\nRuntimeError: boom\n".encode()
+    d = diagnose(log, shipped_library, threads=1)
+    (conflict,) = d.environment.conflicts
+    assert conflict.kind == "cuda_driver"
+    assert [(f.name, f.value, f.line) for f in conflict.facts] == [("cuda", "12.1", 1), ("cuda_driver", "11.4", 2)]
+    assert "built for CUDA 12.1 (line 1)" in conflict.summary and "up to 11.4 (line 2)" in conflict.summary
+    same_major = f"PyTorch version: 2.1.0+cu113\n{REAL_SMI_HEADER}\n".encode()
+    assert diagnose(same_major, shipped_library, threads=1).environment.conflicts == []  # minor versions are compatible
+
+
+def test_two_nccl_versions_across_ranks_are_a_conflict(shipped_library: Library) -> None:
+    """Two real NCCL error lines (vllm-project/vllm#10453, NVIDIA/Megatron-LM#661), one per rank's file.
+
+    No corpus job mixes NCCL versions, so the job is put together from two real lines.
+    """
+    rank0 = _line("gh-vllm-project-vllm-10453", 18).replace("[rank1]: ", "")
+    rank1 = _line("gh-nvidia-megatron-lm-661", 2)
+    d = diagnose_many([("rank0.log", rank0.encode()), ("rank1.log", rank1.encode())], shipped_library, threads=1)
+    (conflict,) = d.environment.conflicts
+    assert conflict.kind == "across_ranks"
+    assert [(f.value, f.file, f.rank) for f in conflict.facts] == [
+        ("2.21.5", "rank0.log", 0),
+        ("2.19.3", "rank1.log", 1),
+    ]
+    assert "different nccl versions" in conflict.summary
+    same = diagnose_many([("rank0.log", rank0.encode()), ("rank1.log", rank0.encode())], shipped_library, threads=1)
+    assert same.environment.conflicts == []
+
+
+def test_a_line_without_a_rank_proves_no_difference_between_ranks(shipped_library: Library) -> None:
+    log = b"[rank0]: NCCL version 2.21.5+cuda12.4\n[rank1]: NCCL version 2.21.5+cuda12.4\nNCCL version 2.19.3\n"
+    d = diagnose(log, shipped_library, threads=1)
+    assert [(f.value, f.rank) for f in d.environment.facts if f.name == "nccl"] == [("2.21.5", 0), ("2.19.3", None)]
+    assert d.environment.conflicts == []
+
+
+def test_ranks_on_different_gpu_models_are_a_conflict(shipped_library: Library) -> None:
+    log = b"[rank0]: GPU 0: NVIDIA A100-SXM4-80GB\n[rank1]: GPU 0: NVIDIA H100 80GB HBM3\n[rank2]: GPU 0: NVIDIA A100-SXM4-80GB\n"
+    (conflict,) = diagnose(log, shipped_library, threads=1).environment.conflicts
+    assert "different GPU models" in conflict.summary
+    assert [(f.value, f.rank) for f in conflict.facts] == [("NVIDIA A100-SXM4-80GB", 0), ("NVIDIA H100 80GB HBM3", 1)]
+
+
+def test_an_nvidia_smi_table_gives_the_driver_gpus_and_memory(shipped_library: Library) -> None:
+    """The table from instructlab/instructlab#2341, as nvidia-smi prints it."""
+    table = (
+        "| NVIDIA-SMI 550.90.07              Driver Version: 550.90.07      CUDA Version: 12.4     |\n"
+        "|   0  NVIDIA A100-SXM4-40GB          On  |   00000001:00:00.0 Off |                    0 |\n"
+        "| N/A   37C    P0             56W /  400W |       1MiB /  40960MiB |      0%      Default |\n"
+        "|   1  NVIDIA A100-SXM4-40GB          On  |   00000002:00:00.0 Off |                    0 |\n"
+        "| N/A   36C    P0             60W /  400W |       1MiB /  40960MiB |      0%      Default |\n"
+    )
+    d = diagnose(table.encode(), shipped_library, threads=1)
+    assert [(f.name, f.value, f.line) for f in d.environment.facts] == [
+        ("cuda_driver", "12.4", 1),
+        ("driver", "550.90.07", 1),
+        ("gpu", "NVIDIA A100-SXM4-40GB", 2),
+        ("gpu_memory", "40960 MiB", 3),
+        ("gpus", "2", 2),
+    ]
+
+
+def test_banners_of_deepspeed_vllm_and_transformers_env(shipped_library: Library) -> None:
+    """ds_report (deepspeedai/DeepSpeed#6762), vLLM's engine line, `transformers-cli env`, torchrun's args."""
+    log = (
+        "torch version .................... 2.3.0+cu121\n"
+        "deepspeed info ................... 0.15.5+46d7d0d1, 46d7d0d1, patch-1\n"
+        "torch cuda version ............... 12.1\n"
+        "deepspeed wheel compiled w. ...... torch 2.1, cuda 12.1\n"
+        "INFO 01-14 03:08:50 llm_engine.py:234] Initializing an LLM engine (v0.6.6) with config: model='m'\n"
+        "- `Accelerate` version: 0.33.0\n"
+        "- PyTorch version (GPU?): 2.4.0+cu121 (True)\n"
+        "torchrun --nnodes=2 --nproc_per_node=8 train.py\n"
+    )
+    d = diagnose(log.encode(), shipped_library, threads=1)
+    assert [(f.name, f.value, f.line) for f in d.environment.facts] == [
+        ("torch", "2.3.0+cu121", 1),
+        ("cuda", "12.1", 1),
+        ("deepspeed", "0.15.5+46d7d0d1", 2),
+        ("vllm", "0.6.6", 5),
+        ("accelerate", "0.33.0", 6),
+        ("torch", "2.4.0+cu121", 7),
+        ("nodes", "2", 8),
+        ("ranks_per_node", "8", 8),
+        ("launcher", "torchrun", 8),
+    ]  # "compiled w. torch 2.1" is what DeepSpeed was built against, not what runs
+
+
+def test_an_excerpt_keeps_the_original_line_numbers_of_facts(shipped_library: Library) -> None:
+    excerpt = Excerpt(
+        lines=((1, "[rank0]: step 1"), (88412, "[rank3]: NCCL version 2.21.5+cuda12.4")),
+        total_lines=90000,
+        total_bytes=7340032,
+    )
+    d = diagnose_excerpt(excerpt, shipped_library)
+    assert [(f.name, f.value, f.line, f.rank) for f in d.environment.facts] == [("nccl", "2.21.5", 88412, 3)]
+
+
+def _with_line(case_id: str, first: str) -> bytes:
+    return first.encode() + b"\n" + (CASES / case_id / "log.txt").read_bytes()
+
+
+def test_a_version_outside_applies_to_lowers_confidence_and_says_why(shipped_library: Library) -> None:
+    """A real datasets-4.0 script failure (Lightning-AI/litgpt#2095) with `pip freeze` lines put before it."""
+    case = "gh-lightning-ai-litgpt-2095"
+    alone = _case(case, shipped_library).initiating
+    old = diagnose(_with_line(case, "datasets==3.6.0"), shipped_library, threads=1).initiating
+    new = diagnose(_with_line(case, "datasets==4.0.0"), shipped_library, threads=1).initiating
+    assert alone is not None and old is not None and new is not None
+    assert alone.id == old.id == new.id == "data.hf_dataset_script_unsupported"
+    assert old.confidence == pytest.approx(alone.confidence / 2, abs=0.01) and new.confidence == alone.confidence
+    assert "datasets 3.6.0 (line 1) is outside >=4.0" in old.why
+    assert old.versions[0].startswith("The log shows datasets 3.6.0 (line 1), outside >=4.0 where this failure happens")
+    assert new.versions[0].startswith("The log shows datasets 4.0.0 (line 1), where this happens")
+    assert "the log does not show the datasets version" in alone.versions[0]
+
+
+def test_version_notes_follow_the_version_the_log_shows(shipped_library: Library) -> None:
+    d = _case("gh-jupyter-notebook-7522", shipped_library)
+    c = next(c for c in d.candidates if c.id == "env.numpy_abi")
+    assert c.versions == [
+        "The log shows numpy 2.0.0 (line 3): NumPy 2.0.0 is a 2.x release, whose C ABI differs from 1.x: upgrade the "
+        "extension named in the traceback to a release built against NumPy 2 (or rebuild it), or pin numpy<2 until "
+        "it has one."
+    ]
+    case = "gen-ckpt-weights-only-argparse"
+    before = diagnose(_with_line(case, "torch 2.5.1"), shipped_library, threads=1).initiating
+    after = diagnose(_with_line(case, "torch 2.7.0+cu126"), shipped_library, threads=1).initiating
+    assert before is not None and after is not None
+    assert before.versions[0].startswith("The log shows torch 2.5.1 (line 1): before PyTorch 2.6 torch.load defaults")
+    assert after.versions[0].startswith("The log shows torch 2.7.0+cu126 (line 1): from PyTorch 2.6 torch.load")
+    assert before.confidence == after.confidence  # notes advise; only applies_to changes confidence
+
+
+def test_every_format_carries_the_environment(shipped_library: Library) -> None:
+    from app.core.formats import render_github, render_junit, render_sarif
+    from app.core.render import render_markdown, render_text
+
+    log = f"PyTorch version: 2.1.0+cu121\n{REAL_SMI_HEADER}\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    d = diagnose(log.encode(), shipped_library, threads=1)
+    text, markdown = render_text(d), render_markdown(d)
+    assert "PyTorch: 2.1.0+cu121 (line 1)" in text and "ENVIRONMENT CONFLICTS" in text
+    assert "| PyTorch | `2.1.0+cu121 (line 1)` |" in markdown and "**Environment conflicts**" in markdown
+    sarif = render_sarif(d, tool_version="t")
+    run = sarif["runs"][0]  # type: ignore[index]
+    assert run["properties"]["environment"]["facts"][0]["value"] == "2.1.0+cu121"
+    assert "Environment: PyTorch: 2.1.0+cu121 (line 1)" in run["results"][0]["message"]["text"]
+    assert run["results"][0]["properties"]["versions"] == d.candidates[0].versions
+    assert 'name="environment.torch" value="2.1.0+cu121 (line 1)"' in render_junit(d)
+    github = render_github(d)
+    assert "::warning" in github and "Environment conflict" in github
+
+
+def test_versions_are_read_as_pep_440() -> None:
+    assert satisfies("2.6.0a0+ecf3bae40a", ">=2.6") is True  # a container's pre-release counts as its release
+    assert satisfies("2.4.0+cu121", ">=2.4,<2.6") is True
+    assert satisfies("2.13.0.dev20260516+cu130", "<2.6") is False
+    assert satisfies("not a version", ">=1") is None
+    assert same_version("3.10", "3.10.12") and same_version("2.1.2", "2.1.2+cu121")
+    assert not same_version("2.1.2+cu118", "2.1.2+cu121") and not same_version("2.19.3", "2.21.5")
+    assert spec_problem(">=2.x") is not None and spec_problem(">=2.1,<2.6") is None
+
+
+def test_numpy_2_with_a_pytorch_older_than_2_3_is_unsupported(shipped_library: Library) -> None:
+    """The real NumPy 2 ABI message (jupyter/notebook#7522) with a torch banner before it."""
+    case = "gh-jupyter-notebook-7522"
+    (conflict,) = diagnose(_with_line(case, "torch 2.1.2"), shipped_library, threads=1).environment.conflicts
+    assert conflict.kind == "unsupported"
+    assert [(f.name, f.value, f.line) for f in conflict.facts] == [("numpy", "2.0.0", 4), ("torch", "2.1.2", 1)]
+    assert "PyTorch supports NumPy 2 from 2.3.0 on" in conflict.summary
+    assert diagnose(_with_line(case, "torch 2.3.0"), shipped_library, threads=1).environment.conflicts == []
+
+
+def test_nccl_info_gives_the_drivers_cuda(shipped_library: Library) -> None:
+    """NCCL_DEBUG=INFO lines as NVIDIA/nccl#1267 shows them."""
+    log = b"instance-8g-96c-4:101707:101707 [0] NCCL INFO cudaDriverVersion 12000\nNCCL version 2.19.3+cuda12.3\n"
+    d = diagnose(log, shipped_library, threads=1)
+    assert [(f.name, f.value, f.line) for f in d.environment.facts] == [
+        ("cuda_driver", "12.0", 1),
+        ("nccl", "2.19.3", 2),
+    ]
