@@ -155,8 +155,11 @@ def test_a_match_dense_log_is_read_only_as_far_as_the_file_needs() -> None:
         assert KEEP_LINES < hits.count < total  # a lower bound once saturated
         # The work: one line past what the file keeps, however many chunks and threads.
         assert hits.located == KEEP_LINES + 1
-        # The version is read from the first line; no other line is read for it.
-        assert scan.versions["nccl"] == "2.21.5" and scan.hits[builtin].located <= 2
+        # The environment keeps the version's first lines, with the lines they are on; once the
+        # file has enough of them, no more are read for it.
+        env = scan.hits[builtin]
+        assert env.first[0].groups["nccl"] == "2.21.5" and len(env.first) == KEEP_FIRST
+        assert env.located == KEEP_FIRST + 1
         seen.append((hits.lines, hits.last_line, [h.line.no for h in hits.first], scan.hits[builtin].located))
     assert all(s == seen[0] for s in seen)
     # Probes run ahead in threads; what the chunks before them recorded decides, so the
