@@ -19,18 +19,16 @@ import click
 
 from app import __version__
 from app.config import Settings, usable_cores
-from app.core.diagnose import diagnose_many
-from app.core.formats import render_github, render_junit, render_sarif
 from app.core.library import TAXONOMY_FILE, Library, load_library
-from app.core.lint import lint as run_lint
-from app.core.lint import load_taxonomy
 from app.core.models import LIKELY, Diagnosis
-from app.core.render import render_markdown, render_text
 from app.errors import LibraryError, TraceloreError
-from app.remote import RemoteError, RemoteResult, fetch_spec, human_size, padded_log, post_excerpt, post_log
 
+# Each command imports what only it needs (formats, lint, the HTTP client, the store, the
+# web stack) when it runs: every command pays for the imports at its start.
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
+
+    from app.remote import RemoteResult
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
 
@@ -76,7 +74,29 @@ def _failed(d: Diagnosis, fail_on: str) -> bool:
     return any(c.episode == "terminal" and c.confidence >= threshold for c in d.candidates)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """A group whose authoring commands are imported only when one is asked for (or listed)."""
+
+    LAZY = {
+        "explain": ("app.cli_authoring", "explain_command"),
+        "example": ("app.cli_authoring", "example"),
+        "corpus": ("app.cli_corpus", "corpus"),
+        "eval": ("app.cli_corpus", "eval_command"),
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY and cmd_name not in self.commands:
+            import importlib
+
+            module, name = self.LAZY[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracelore")
 def main() -> None:
     """Tracelore: diagnose failed ML training runs from their logs."""
@@ -84,6 +104,9 @@ def main() -> None:
 
 def render(d: Diagnosis, fmt: str, *, base_url: str = "", permalink: str | None = None, raw: object = None) -> str:
     """The report of a diagnosis in one of FORMATS."""
+    from app.core.formats import render_github, render_junit, render_sarif
+    from app.core.render import render_markdown, render_text
+
     if fmt == "json":
         if raw is not None:  # remote mode: the server's record, with its id and url
             return json.dumps(raw, indent=2) + "\n"
@@ -123,6 +146,8 @@ def _remote(
     top: int | None,
     max_wait: float,
 ) -> RemoteResult:
+    from app.remote import fetch_spec, human_size, padded_log, post_excerpt, post_log
+
     if len(logs) != 1:
         raise click.UsageError(
             "remote mode sends one log per request: pass one file (diagnose several files locally, without --server)"
@@ -232,14 +257,21 @@ def diagnose(
     raw = None
     try:
         if server:
-            remote = _remote(logs, signatures, server=server, api_key=api_key, full=full, top=top, max_wait=max_wait)
+            from app.remote import RemoteError
+
+            try:
+                remote = _remote(
+                    logs, signatures, server=server, api_key=api_key, full=full, top=top, max_wait=max_wait
+                )
+            except RemoteError as exc:
+                raise click.ClickException(str(exc)) from exc
             result, permalink, raw = remote.diagnosis, remote.url, remote.raw
         else:
+            from app.core.diagnose import diagnose_many
+
             library = _library(signatures)
             with _open_logs(logs) as opened:
                 result = diagnose_many(opened, library, top=top, threads=scan_threads())
-    except RemoteError as exc:
-        raise click.ClickException(str(exc)) from exc
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
     links = base_url if base_url is not None else (server or Settings().base_url)
@@ -262,6 +294,9 @@ def diagnose(
 @click.option("--fail-on-warnings", is_flag=True, help="Exit 1 on warnings too.")
 def lint_command(path: Path | None, skip: tuple[str, ...], fail_on_warnings: bool) -> None:
     """Check signature files: schema, patterns, references, taxonomy, examples."""
+    from app.core.lint import lint as run_lint
+    from app.core.lint import load_taxonomy
+
     root = path or Settings().signatures_dir
     root = root.resolve()
     folder = root if root.is_dir() else root.parent
@@ -416,19 +451,6 @@ def build_site_command(out: Path, base_url: str, service_url: str | None, signat
     except (TraceloreError, OSError) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
     click.echo(f"wrote {pages} pages for {len(library)} entries to {out}")
-
-
-def _register_authoring() -> None:
-    from app.cli_authoring import example, explain_command
-    from app.cli_corpus import corpus, eval_command
-
-    main.add_command(explain_command)
-    main.add_command(example)
-    main.add_command(corpus)
-    main.add_command(eval_command)
-
-
-_register_authoring()
 
 
 @main.group()
