@@ -170,7 +170,11 @@ def _remote(
         from app.core.evidence import prefilter_spec, select_evidence
 
         older = spec is None  # a server from before excerpts: same rules from the local library, sent as text
-        excerpt = select_evidence(iter(lambda: stream.read(1 << 20), b""), spec or prefilter_spec(_library(signatures)))
+        excerpt = select_evidence(
+            iter(lambda: stream.read(4 << 20), b""),
+            spec or prefilter_spec(_library(signatures)),
+            threads=scan_threads(),
+        )
     kept = sum(len(text.encode("utf-8", errors="replace")) + 1 for _, text in excerpt.lines)
     click.echo(
         f"Sending the evidence of {name}: kept {len(excerpt.lines):,} of {excerpt.total_lines:,} lines, "

@@ -28,10 +28,12 @@ lower bound for a pattern found on more than `per_pattern` lines.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +43,7 @@ from app.core.excerpt import Excerpt
 from app.core.library import Library
 from app.core.literals import atoms, to_js
 from app.core.matcher import KEEP_FIRST, KEEP_LINES, PROGRESS_TAIL
-from app.core.rewrites import open_repeats, relaxed
+from app.core.rewrites import byte_superset
 
 SPEC_VERSION = 1
 HEAD_LINES = 50
@@ -124,7 +126,7 @@ class _Compiled:
     regexes: Mapping[int, str]
     screen: Any  # RE2 Set of every pattern, loosened, over a block's text: which may match in it
     screen_ids: tuple[int, ...]  # screen index -> pattern id
-    screens: Mapping[int, str]  # pattern id -> its loosened form, to locate it in a block
+    screens: Mapping[int, bytes]  # pattern id -> its screen, to locate it in a block
     everywhere: frozenset[int]  # patterns the screen cannot bound: every line is a candidate
     atom_map: Mapping[int, tuple[str, ...]]  # atom_only as a mapping
     exact: frozenset[int]  # patterns whose screen is the pattern itself on a clean line (`_BlockText.clean`)
@@ -134,27 +136,29 @@ class _Compiled:
 # A screen must match wherever its pattern matches some frame of a line: `\A` and `\z`
 # mean a frame's ends there but the block's ends in a screen, so such patterns are not screened.
 _FRAME_ENDS = re.compile(r"\\.")
+# Characters a pattern's ASCII letters match under `(?i)` in text, not in bytes (the Kelvin
+# sign and the long s): lines holding them are candidates for every pattern.
+_FOLDS = (b"\xe2\x84\xaa", b"\xc5\xbf")
+_FOLD_SCREEN = b"(?:\\xe2\\x84\\xaa|\\xc5\\xbf)"
+_FOLD = -1  # the screen's id for them
 
 
 def _literal(text: str) -> str:
-    """A literal for RE2: ASCII punctuation and controls escaped, the rest as it is."""
-    return "".join(ch if ch.isalnum() or not ch.isascii() else f"\\x{ord(ch):02x}" for ch in text)
+    """A literal for RE2 over bytes: ASCII as escapes, any other character as its bytes may be."""
+    return "".join(f"\\x{ord(ch):02x}" if ch.isascii() else r"(?:[\x80-\xff]{1,4})" for ch in text)
 
 
-def _screen_source(p: Mapping[str, Any]) -> str | None:
-    """A loosened form of a pattern that matches a superset of the lines it matches, or None."""
+def _screen_source(p: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """A pattern for the screen over raw bytes (see `rewrites.byte_superset`), or None."""
     if p["js"] is None:  # matched by its atoms in ASCII lower case: any case is a superset
-        return "(?mi)(?:" + "|".join(_literal(a) for a in p["atoms"]) + ")"
+        return "(?i)(?:" + "|".join(_literal(a) for a in p["atoms"]) + ")", True
     if any(m[0] in ("\\A", "\\z") for m in _FRAME_ENDS.finditer(p["regex"])):
         return None
-    # Frame anchors (`^` and `$` also at a CR) and open repeats: a superset, as the matcher's Set.
-    return "(?m)" + relaxed(p["regex"])
+    source, exact = byte_superset(p["regex"])
+    return "(?m)" + source, exact
 
 
 def _compile(spec: Mapping[str, Any]) -> _Compiled:
-    options = re2.Options()
-    options.never_nl = True
-    options.max_mem = 64 << 20  # the whole library in one automaton
     set_ids: list[int] = []
     atom_only: list[tuple[int, tuple[str, ...]]] = []
     for p in spec["patterns"]:
@@ -162,23 +166,26 @@ def _compile(spec: Mapping[str, Any]) -> _Compiled:
             set_ids.append(p["id"])
         elif p["atoms"]:
             atom_only.append((p["id"], tuple(p["atoms"])))
-    screen = re2.Set.SearchSet(options)
+    screen = re2.Set.SearchSet(_BYTES)
     screen_ids: list[int] = []
-    screens: dict[int, str] = {}
+    screens: dict[int, bytes] = {}
+    exact: set[int] = set()
     everywhere: set[int] = set()
     for p in spec["patterns"]:
         if p["js"] is None and not p["atoms"]:
             continue  # neither engine can run it
-        source = _screen_source(p)
-        if source is None:
+        found = _screen_source(p)
+        if found is None:
             everywhere.add(p["id"])
             continue
+        source = found[0].encode("ascii")
         screen.Add(source)
         screen_ids.append(p["id"])
         screens[p["id"]] = source
+        if found[1]:
+            exact.add(p["id"])
+    screen.Add(_FOLD_SCREEN)  # last: its index is len(screen_ids)
     screen.Compile()
-    regexes = {p["id"]: p["regex"] for p in spec["patterns"] if p["js"] is not None}
-    atom_map = dict(atom_only)
     return _Compiled(
         rules=spec["rules"],
         matchers=[],
@@ -187,16 +194,25 @@ def _compile(spec: Mapping[str, Any]) -> _Compiled:
         progress=frozenset(p["id"] for p in spec["patterns"] if p["kind"] == "progress"),
         ansi=re.compile(spec["ansi"]),  # RE2 refuses {0,4096}; the reader uses `re` too
         single={},
-        regexes=regexes,
-        screen=screen if screen_ids else None,
-        screen_ids=tuple(screen_ids),
+        regexes={p["id"]: p["regex"] for p in spec["patterns"] if p["js"] is not None},
+        screen=screen,
+        screen_ids=(*screen_ids, _FOLD),
         screens=screens,
         everywhere=frozenset(everywhere),
-        atom_map=atom_map,
-        # Without bounded repeats the screen differs only by frame anchors, the same on one
-        # frame; atoms in any case are atoms in ASCII lower case on an ASCII line.
-        exact=frozenset(pid for pid in screens if pid in atom_map or open_repeats(regexes[pid]) == regexes[pid]),
+        atom_map=dict(atom_only),
+        exact=frozenset(exact),
     )
+
+
+def _bytes_options() -> Any:
+    options = re2.Options()
+    options.never_nl = True
+    options.max_mem = 64 << 20  # the whole library in one automaton
+    options.encoding = re2.Options.Encoding.LATIN1  # bytes as bytes: invalid UTF-8 needs no decoding
+    return options
+
+
+_BYTES = _bytes_options()
 
 
 def _frames(compiled: _Compiled, text: str) -> list[str]:
@@ -274,43 +290,32 @@ def physical_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
 SLICE_BYTES = 256 << 10  # the screen names patterns per slice: a pattern is located only in its slices
 
 
-def _valid_utf8(data: bytes) -> bool:
-    if data.isascii():
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 class _BlockText:
     """A block of whole lines: its lines' bounds, their decoded text, and the text the screen scans."""
 
-    def __init__(self, compiled: _Compiled, block: bytes) -> None:
+    def __init__(self, compiled: _Compiled, data: bytes, size: int) -> None:
         import numpy  # large logs only: a small one does not pay for the import
 
-        self.raw = block
+        self.raw, self.size = data, size  # the block is data[:size], not copied out
         self.line_bytes = int(compiled.rules["line_bytes"])
-        newlines = numpy.flatnonzero(numpy.frombuffer(block, dtype=numpy.uint8) == 10)
-        ends = newlines if block.endswith(b"\n") else numpy.append(newlines, len(block))
+        newlines = numpy.flatnonzero(numpy.frombuffer(data, dtype=numpy.uint8, count=size) == 10)
+        whole = size > 0 and data[size - 1] == 10
+        ends = newlines if whole else numpy.append(newlines, size)
         self.raw_ends: list[int] = ends.tolist()
         self.n = len(self.raw_ends)
         # Lines judged on a cut prefix (the screen sees them whole) are judged one by one.
         self.direct: set[int] = set(numpy.flatnonzero(numpy.diff(ends, prepend=-1) - 1 > self.line_bytes).tolist())
-        self.buf = block
+        self.buf = data
         self.ends: list[int] | None = self.raw_ends
-        if b"\x1b" in block or not _valid_utf8(block):
-            # The screen scans the text as the rules judge it: invalid bytes replaced, escapes removed.
-            decoded = block.decode("utf-8", errors="replace")
-            if "\x1b" in decoded:
-                decoded = compiled.ansi.sub("", decoded)
+        if data.find(b"\x1b", 0, size) >= 0:  # the screen scans the text as the rules judge it: without escapes
+            decoded = compiled.ansi.sub("", data[:size].decode("utf-8", errors="replace"))
             self.buf = decoded.encode("utf-8", errors="surrogatepass")
+            self.size = len(self.buf)
             buf_ends = numpy.flatnonzero(numpy.frombuffer(self.buf, dtype=numpy.uint8) == 10).tolist()
-            if not self.buf.endswith(b"\n"):
-                buf_ends.append(len(self.buf))
+            if not whole:
+                buf_ends.append(self.size)
             self.ends = buf_ends if len(buf_ends) == self.n else None
-        self.ascii = self.buf.isascii()
+        self.ascii = self.size == len(self.buf) and self.buf.isascii()
         self._texts: dict[int, str] = {}
 
     def clean(self, i: int) -> bool:
@@ -340,7 +345,7 @@ class _BlockText:
     def slices(self) -> list[tuple[int, int]]:
         """The scanned text cut into runs of whole lines of about SLICE_BYTES."""
         assert self.ends is not None
-        ends, size, out, s = self.ends, len(self.buf), [], 0
+        ends, size, out, s = self.ends, self.size, [], 0
         while s < size:
             k = bisect_left(ends, s + SLICE_BYTES)
             e = size if k >= len(ends) else min(ends[k] + 1, size)
@@ -368,15 +373,20 @@ class _BlockPass:
             if base + i + 1 > max(rules["head"], sel.after_until):
                 break
             sel.kept[base + i + 1] = t.text(i)
-        if c.screen is not None:
-            view = memoryview(t.buf)
-            for s, e in t.slices():
-                for idx in c.screen._set.Match(view[s:e]) or ():
-                    self.present.setdefault(c.screen_ids[idx], []).append((s, e))
+        view, match = memoryview(t.buf), c.screen._set.Match
+        slices = t.slices()
+        # RE2 releases the GIL while it scans: with an executor's map, slices are screened at once.
+        for (s, e), found in zip(slices, sel.scan_map(lambda se: match(view[se[0] : se[1]]), slices), strict=True):
+            for idx in found or ():
+                self.present.setdefault(c.screen_ids[idx], []).append((s, e))
         for pid in c.everywhere:
-            self.present[pid] = [(0, len(t.buf))]
+            self.present[pid] = [(0, t.size)]
         for i in sorted(t.direct):
             for pid in self.maybe(i):
+                self.extra.setdefault(pid, []).append(i)
+        folds = self.present.pop(_FOLD, [])
+        for i in sorted({i for s, e in folds for i in self.located_bytes(_FOLDS, s, e)}):
+            for pid in (*c.screens, *c.everywhere):
                 self.extra.setdefault(pid, []).append(i)
         found = set(self.present) | set(self.extra)
         self.progress(sorted(found & c.progress))
@@ -396,9 +406,10 @@ class _BlockPass:
     def maybe(self, i: int) -> set[int]:
         """The patterns that may match line i, by the screen run on its frames alone."""
         c, found = self.c, set(self.c.everywhere)
-        if c.screen is not None:
-            for data in self.utf8(i):
-                found.update(c.screen_ids[idx] for idx in c.screen._set.Match(data) or ())
+        for data in self.utf8(i):
+            found.update(c.screen_ids[idx] for idx in c.screen._set.Match(data) or ())
+        if _FOLD in found:  # a character only text case folding matches: any pattern may
+            return {*c.screens, *c.everywhere}
         return found
 
     def utf8(self, i: int) -> list[bytes]:
@@ -425,6 +436,17 @@ class _BlockPass:
         regexp = _single(self.c, pid)._regexp  # not the wrapper's search(): it costs more than the match
         return any(regexp.Match(_UNANCHORED, data, 0, len(data))[0][0] >= 0 for data in self.utf8(i))
 
+    def located_bytes(self, needles: tuple[bytes, ...], lo: int, hi: int) -> Iterator[int]:
+        """Lines starting in the scanned text's [lo, hi) that hold one of the needles."""
+        t = self.t
+        assert t.ends is not None
+        for needle in needles:
+            at = t.buf.find(needle, lo, hi)
+            while at >= 0:
+                i = bisect_left(t.ends, at)
+                yield i
+                at = t.buf.find(needle, t.ends[i] + 1, hi) if i + 1 < t.n else -1
+
     def located(self, pid: int, lo: int, hi: int) -> Iterator[int]:
         """Lines starting in the scanned text's [lo, hi) that the pattern's screen matches, in order."""
         t = self.t
@@ -435,9 +457,7 @@ class _BlockPass:
             return
         rx = self.c.located.get(pid)
         if rx is None:
-            options = re2.Options()
-            options.never_nl = True
-            rx = self.c.located[pid] = re2.compile(self.c.screens[pid], options)
+            rx = self.c.located[pid] = re2.compile(self.c.screens[pid], _BYTES)
         regexp, buf, pos = rx._regexp, t.buf, lo
         while pos < hi:
             at = regexp.Match(_UNANCHORED, buf, pos, hi)[0][0]
@@ -490,7 +510,7 @@ class _BlockPass:
         sel.counts[pid] = count
         if not exhausted and done < t.n - 1:  # past its cap: only its last match matters
             lo = t.start(done + 1) if done >= 0 else 0
-            later = self._from_end([pid], lo, len(t.buf), 1)
+            later = self._from_end([pid], lo, t.size, 1)
             if later:
                 last = later[0]
         if last is not None:
@@ -537,15 +557,16 @@ class _BlockPass:
         if not ids:
             return
         t, base = self.t, self.base
-        lines = self._from_end(sorted(self.c.progress), 0, len(t.buf), int(self.rules["progress"]))
+        lines = self._from_end(sorted(self.c.progress), 0, t.size, int(self.rules["progress"]))
         self.sel.progress.extend((base + i + 1, t.text(i)) for i in reversed(lines))
 
 
 class Selector:
     """Apply the rules to a log line by line, in bounded memory."""
 
-    def __init__(self, spec: Mapping[str, Any]) -> None:
+    def __init__(self, spec: Mapping[str, Any], *, scan_map: Callable[..., Iterable[Any]] = map) -> None:
         self._c = _compile(spec)
+        self.scan_map = scan_map  # `map`, or an executor's: slices are screened in parallel
         rules = self._c.rules
         self.context = int(rules["context"])
         self.kept: dict[int, str] = {}
@@ -584,26 +605,28 @@ class Selector:
         self.before.append((no, text))
         self.tail.append((no, text))
 
-    def feed(self, block: bytes) -> None:
-        """Judge a block of whole lines (the last may lack its newline): what `add` does line by line, faster.
+    def feed(self, block: bytes, size: int | None = None) -> None:
+        """Judge block[:size], whole lines (the last may lack its newline): what `add` does, faster.
 
         The block's text (escape sequences removed) is scanned in slices by one RE2 Set of
-        every pattern, loosened to match a superset of the lines the pattern matches (frame
-        anchors, open repeats); a pattern is then located only in the slices the Set names,
-        one search per line it may match, and only as far as the rules still need it (its
-        first matches, then its last). Each line found this way is confirmed by the
-        line-by-line rules, so what is kept is what `add` keeps.
+        every pattern, loosened to match a superset of the lines the pattern matches
+        (`rewrites.byte_superset`); a pattern is then located only in the slices the Set
+        names, one search per line it may match, and only as far as the rules still need it
+        (its first matches, then its last). Each line found this way is confirmed by the
+        line-by-line rules unless the screen is the pattern itself, so what is kept is what
+        `add` keeps.
         """
-        if not block:
+        size = len(block) if size is None else size
+        if not size:
             return
-        text = _BlockText(self._c, block)
+        text = _BlockText(self._c, block, size)
         if text.ends is None:  # escape rules that would join lines: judge line by line
-            for raw in physical_lines([block]):
+            for raw in physical_lines([block[:size]]):
                 self.add(raw)
             return
         _BlockPass(self, text).run()
         self.lines += text.n
-        self.bytes += len(block) + (0 if block.endswith(b"\n") else 1)
+        self.bytes += size + (0 if block[size - 1] == 10 else 1)
 
     def excerpt(self, *, ends_with_newline: bool = True) -> Excerpt:
         """What was kept, in line order."""
@@ -614,26 +637,33 @@ class Selector:
         return Excerpt(lines=tuple(sorted(kept.items())), total_lines=self.lines, total_bytes=size)
 
 
-def whole_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
-    """Blocks cut after their last newline (the rest joins the next block); the end as it is."""
+def _whole_lines(blocks: Iterable[bytes]) -> Iterator[tuple[bytes, int]]:
+    """Blocks cut after their last newline (the rest joins the next), as (data, size): data[:size], uncopied."""
     carry = b""
     for block in blocks:
         if not block:
             continue
         data = carry + block if carry else block
-        cut = data.rfind(b"\n") + 1
-        if cut:
-            yield data[:cut]
-        carry = data[cut:]
+        size = data.rfind(b"\n") + 1
+        if size:
+            yield data, size
+        carry = data[size:]
     if carry:
-        yield carry
+        yield carry, len(carry)
 
 
-def select_evidence(blocks: Iterable[bytes], spec: Mapping[str, Any]) -> Excerpt:
-    """Read a log (as blocks of bytes, e.g. a file's chunks) and keep only the evidence."""
-    selector = Selector(spec)
-    ends_with_newline = True
-    for block in whole_lines(blocks):
-        ends_with_newline = block.endswith(b"\n")
-        selector.feed(block)
+def select_evidence(blocks: Iterable[bytes], spec: Mapping[str, Any], *, threads: int = 1) -> Excerpt:
+    """Read a log (as blocks of bytes, e.g. a file's chunks) and keep only the evidence.
+
+    With `threads` > 1, each block's slices are screened by that many threads.
+    """
+    with contextlib.ExitStack() as stack:
+        scan_map: Callable[..., Iterable[Any]] = map
+        if threads > 1:
+            scan_map = stack.enter_context(ThreadPoolExecutor(threads, thread_name_prefix="evidence")).map
+        selector = Selector(spec, scan_map=scan_map)
+        ends_with_newline = True
+        for data, size in _whole_lines(blocks):
+            ends_with_newline = data[size - 1] == 10
+            selector.feed(data, size)
     return selector.excerpt(ends_with_newline=ends_with_newline)
