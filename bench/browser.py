@@ -59,7 +59,9 @@ def browser_pass(log: Path, repeat: int) -> dict[str, Any]:
     finally:
         stop_server(proc)
     with log.open("rb") as f:
-        expected = select_evidence(iter(lambda: f.read(4 << 20), b""), prefilter_spec(load_library(ROOT / "signatures")))
+        expected = select_evidence(
+            iter(lambda: f.read(4 << 20), b""), prefilter_spec(load_library(ROOT / "signatures"))
+        )
     return {"mb_s": runs, "median": statistics.median(runs), "same_count": all(k == len(expected.lines) for k in kept)}
 
 
@@ -76,8 +78,10 @@ def main() -> None:
         generate(log, size)
     result = browser_pass(log, args.repeat)
     runs = ", ".join(f"{v:.0f}" for v in result["mb_s"])
-    print(f"browser evidence pass, {args.size}: median {result['median']:.0f} MB/s (runs: {runs}); "
-          f"kept lines {'equal' if result['same_count'] else 'DIFFER from'} Python's")
+    print(
+        f"browser evidence pass, {args.size}: median {result['median']:.0f} MB/s (runs: {runs}); "
+        f"kept lines {'equal' if result['same_count'] else 'DIFFER from'} Python's"
+    )
 
 
 if __name__ == "__main__":
