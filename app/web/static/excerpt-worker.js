@@ -53,7 +53,7 @@ function buildAutomaton(patterns) {
     own[s].push(id);
   }
   const n = gotos.length;
-  const Table = n * classes < 65536 ? Uint16Array : Uint32Array;
+  const Table = n < 65536 ? Uint16Array : Uint32Array;
   const delta = new Table(n * classes);
   const fail = new Int32Array(n);
   const outs = new Array(n);
@@ -81,27 +81,24 @@ function buildAutomaton(patterns) {
       }
     }
   }
-  // States are stored multiplied by the class count (a row offset): no multiplication per byte.
-  const rows = new Table(n * classes);
-  for (let k = 0; k < delta.length; k++) rows[k] = delta[k] * classes;
-  const outIndex = new Int32Array(n * classes).fill(-1);
+  const outIndex = new Int32Array(n).fill(-1);
   const outLists = [];
   for (let s = 0; s < n; s++) {
     if (outs[s] && outs[s].length) {
-      outIndex[s * classes] = outLists.length;
+      outIndex[s] = outLists.length;
       outLists.push(Int32Array.from(new Set(outs[s])));
     }
   }
-  return { delta: rows, cls, outIndex, outLists };
+  return { delta, cls, classes, outIndex, outLists };
 }
 
 function screen(buf) {
-  const { delta, cls, outIndex, outLists } = ac;
+  const { delta, cls, classes, outIndex, outLists } = ac;
   const n = buf.length;
   const ends = [];
   const seen = new Int32Array(patternCount).fill(-1); // pattern id -> the last line it was listed for
   const lists = new Array(patternCount); // pattern id -> its candidate lines, in order
-  const ids = [];
+  const listed = [];
   let s = 0;
   let li = 0;
   for (let i = 0; i < n; i++) {
@@ -112,16 +109,16 @@ function screen(buf) {
       li++;
       continue;
     }
-    s = delta[s + cls[b]];
+    s = delta[s * classes + cls[b]];
     const o = outIndex[s];
     if (o >= 0) {
-      const hit = outLists[o];
-      for (let k = 0; k < hit.length; k++) {
-        const id = hit[k];
+      const ids = outLists[o];
+      for (let k = 0; k < ids.length; k++) {
+        const id = ids[k];
         if (seen[id] !== li) {
           if (seen[id] === -1) {
             lists[id] = [];
-            ids.push(id);
+            listed.push(id);
           }
           seen[id] = li;
           lists[id].push(li);
@@ -130,7 +127,7 @@ function screen(buf) {
     }
   }
   if (n && buf[n - 1] !== 10) ends.push(n); // a last line without a newline
-  ids.sort((a, b) => a - b);
+  const ids = listed.sort((a, b) => a - b);
   let total = 0;
   for (const id of ids) total += lists[id].length;
   const offsets = new Int32Array(ids.length + 1);
