@@ -5,15 +5,22 @@ BIN := $(VENV)/bin
 
 .PHONY: install serve test lint eval fmt pytest bench docker clean
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed  ## the service and the development tools (tests, linters, browser driver)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(VENV)/.served $@
+
+# Serving needs the package and its dependencies only, not the test tools.
+$(VENV)/.served: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-serve: install  ## start the service on SQLite (no configuration needed)
+serve: $(VENV)/.served  ## start the service on SQLite (no configuration needed)
 	$(BIN)/tracelore serve
 
 lint: install  ## formatting, static checks and the signature library

@@ -12,16 +12,18 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
 from app import __version__
+from app.cli_input import open_log, terminal
 from app.config import Settings, usable_cores
 from app.core.library import TAXONOMY_FILE, Library, load_library
 from app.core.models import LIKELY, Diagnosis
-from app.errors import LibraryError, TraceloreError
+from app.errors import LibraryError, NotText, TraceloreError
 
 # Each command imports what only it needs (formats, lint, the HTTP client, the store, the
 # web stack) when it runs: every command pays for the imports at its start.
@@ -48,23 +50,50 @@ def _library(signatures: Path | None) -> Library:
 
 @contextlib.contextmanager
 def _open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, BinaryIO]]]:
+    """The logs, each gunzipped when it is gzip (standard input too) and refused when it is not text."""
+    progress = terminal()
     with contextlib.ExitStack() as stack:
         opened: list[tuple[str | None, BinaryIO]] = []
         for p in paths:
             if p == "-":
-                opened.append(("<stdin>", sys.stdin.buffer))
-                continue
-            path = Path(p)
-            if path.is_dir():
-                raise click.UsageError(f"{p} is a directory; pass log files")
+                name, stream = "<stdin>", sys.stdin.buffer
+            else:
+                path = Path(p)
+                if path.is_dir():
+                    raise click.UsageError(f"{p} is a directory; pass log files")
+                try:
+                    stream = stack.enter_context(
+                        gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[arg-type]
+                    )
+                except OSError as exc:
+                    raise click.UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
+                name = p
             try:
-                stream: BinaryIO = stack.enter_context(
-                    gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[arg-type]
-                )
-            except OSError as exc:
-                raise click.UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
-            opened.append((p, stream))
-        yield opened
+                opened.append((name, open_log(name, stream, progress=progress)))
+            except NotText as exc:
+                raise click.UsageError(f"{name}: {exc.detail}") from None
+        try:
+            yield opened
+        finally:
+            if progress is not None:
+                progress.write("\r\x1b[K")  # no progress line left under the report
+
+
+def local_service_url() -> str:
+    """The address `tracelore serve` answers on with the current settings."""
+    settings = Settings()
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{settings.port}"
+
+
+def _written(paths: tuple[str, ...]) -> datetime | None:
+    """When the log files were last written (local time, as logs print it): the year of times without one."""
+    times = []
+    for p in paths:
+        if p != "-":
+            with contextlib.suppress(OSError):
+                times.append(Path(p).stat().st_mtime)
+    return datetime.fromtimestamp(max(times)) if times else None
 
 
 def _failed(d: Diagnosis, fail_on: str) -> bool:
@@ -82,6 +111,7 @@ class _Commands(click.Group):
         "example": ("app.cli_authoring", "example"),
         "corpus": ("app.cli_corpus", "corpus"),
         "eval": ("app.cli_corpus", "eval_command"),
+        "unknowns": ("app.cli_unknowns", "unknowns"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -122,7 +152,7 @@ def render(d: Diagnosis, fmt: str, *, base_url: str = "", permalink: str | None 
         return render_junit(d, base_url=base_url, permalink=permalink)
     if fmt == "github":
         return render_github(d, base_url=base_url, permalink=permalink)
-    text = render_text(d)
+    text = render_text(d, base_url=base_url)
     return text + (f"Full diagnosis: {permalink}\n" if permalink else "")
 
 
@@ -235,7 +265,8 @@ def _remote(
     "--base-url",
     envvar="TRACELORE_BASE_URL",
     default=None,
-    help="Address of the service for encyclopedia links [TRACELORE_BASE_URL; the --server URL in remote mode].",
+    help="Address of the service for encyclopedia links [TRACELORE_BASE_URL; the --server URL in remote mode; "
+    "in text, the local `tracelore serve` address].",
 )
 def diagnose(
     logs: tuple[str, ...],
@@ -275,10 +306,19 @@ def diagnose(
 
             library = _library(signatures)
             with _open_logs(logs) as opened:
-                result = diagnose_many(opened, library, top=top, threads=scan_threads())
+                result = diagnose_many(opened, library, top=top, threads=scan_threads(), written=_written(logs))
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
     links = base_url if base_url is not None else (server or Settings().base_url)
+    if not links and fmt == "text":
+        # A terminal can open only a full address: the local service's, until one is configured.
+        links = local_service_url()
+        if result.candidates:
+            click.echo(
+                f"(links point at {links}, where `tracelore serve` runs; "
+                "set --base-url or TRACELORE_BASE_URL to your service's address)",
+                err=True,
+            )
     click.echo(render(result, fmt, base_url=links, permalink=permalink, raw=raw), nl=False)
     for report_fmt, path in extra:
         try:
@@ -493,6 +533,20 @@ def admin_set_tier(email: str, tier: str) -> None:
         account = accounts.set_tier(session, email, tier)
     assert account is not None
     click.echo(f"{account.email} is on the {account.tier} tier")
+
+
+@admin.command("set-admin")
+@click.argument("email")
+@click.option("--revoke", is_flag=True, help="Withdraw the flag instead.")
+def admin_set_admin(email: str, revoke: bool) -> None:
+    """Let the account of EMAIL see the admin pages (/admin/unknowns); it must exist (signed in once)."""
+    from app.store import accounts
+
+    with _store() as session:
+        account = accounts.set_admin(session, email, not revoke)
+    if account is None:
+        raise click.ClickException(f"no account for {email}: it is created when that address first signs in")
+    click.echo(f"{account.email} is {'an admin' if account.is_admin else 'no longer an admin'}")
 
 
 @admin.command("create-key")

@@ -53,6 +53,17 @@ class Settings(BaseModel):
     store_log: bool = Field(False, description="keep the whole log, not only the evidence windows")
     context_lines: int = Field(5, ge=0, le=50, description="log lines kept before and after each evidence line")
     retention_days: int = Field(30, ge=0, description="days a stored diagnosis is kept; 0 keeps it forever")
+    stats_window_days: int = Field(
+        30, ge=1, le=366, description="days of stored diagnoses an entry page's statistics count"
+    )
+    stats_min_count: int = Field(
+        5,
+        ge=1,
+        description="fewest diagnoses a statistic on an entry page is shown for (no single upload identifiable)",
+    )
+    learn_every: int = Field(
+        3600, ge=10, description="seconds between recomputing entry statistics and unknown clusters"
+    )
     redact_network: bool = Field(True, description="also redact IP addresses and internal host names in logs")
     forwarded_allow_ips: str = Field(
         "", description="proxies whose X-Forwarded-* headers `tracelore serve` trusts (comma list or *); empty: none"
@@ -68,12 +79,19 @@ class Settings(BaseModel):
     max_log_free: int = Field(25 << 20, ge=1024, description="largest log of a signed-in account")
     max_log_verified: int = Field(50 << 20, ge=1024, description="largest log of a verified account")
     max_log_pro: int = Field(200 << 20, ge=1024, description="largest log of a pro account")
+    metrics_token: str = Field(
+        "", description="bearer token /metrics requires (Authorization: Bearer ...); empty: /metrics is refused"
+    )
     smtp_host: str = Field("", description="SMTP server for sign-in links; empty: links are written to the log")
     smtp_port: int = Field(587, ge=1, le=65535, description="SMTP port")
     smtp_tls: Literal["starttls", "tls", "none"] = Field("starttls", description="SMTP transport security")
     smtp_username: str = Field("", description="SMTP user name; empty: no login")
     smtp_password: str = Field("", description="SMTP password")
     mail_from: str = Field("Tracelore <tracelore@localhost>", description="From: of sign-in e-mails")
+    sign_in_mail_per_client: int = Field(
+        10, ge=1, description="sign-in e-mails one client address may ask for in a UTC hour"
+    )
+    sign_in_mail_per_hour: int = Field(500, ge=1, description="sign-in e-mails the whole service sends in a UTC hour")
     login_link_minutes: int = Field(15, ge=1, le=1440, description="how long a sign-in link works")
     session_days: int = Field(30, ge=1, le=365, description="how long a sign-in lasts")
 

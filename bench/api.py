@@ -44,6 +44,7 @@ from bench.loggen import generate, parse_size  # noqa: E402
 
 OK = (200, 201)
 LIFTED = str(4 << 30)  # size limits far above any benchmark log
+METRICS_TOKEN = "bench-metrics"  # the server's /metrics token, so settle() can read the in-flight gauge
 ERROR_BUDGET = 0.01  # more failed requests than this makes the measurement invalid
 
 # wrk: count 200/201 answers ourselves (wrk's "non-2xx" would hide a 201 vs 429 mix) and print one
@@ -99,6 +100,7 @@ def server_env(data_dir: Path, port: int, args: argparse.Namespace) -> dict[str,
         TRACELORE_PORT=str(port),
         TRACELORE_WORKERS=str(args.workers),
         TRACELORE_SECRET_KEY="bench-secret",
+        TRACELORE_METRICS_TOKEN=METRICS_TOKEN,
         TRACELORE_CACHE_DIR=str(data_dir / "cache"),  # parsed signatures: empty at the first start
         TRACELORE_QUOTA_ANONYMOUS=str(10**9),
         TRACELORE_MAX_UPLOAD_BYTES=LIFTED,
@@ -277,7 +279,7 @@ def settle(url: str, seconds: float = 60) -> None:
     while time.monotonic() < deadline:
         conn = http.client.HTTPConnection(host, port, timeout=5)
         try:
-            conn.request("GET", "/metrics")
+            conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
             text = conn.getresponse().read().decode()
         except OSError:
             text = ""

@@ -71,13 +71,50 @@ def sqlite_url(migrated_db: Path, tmp_path: Path) -> str:
     return f"sqlite:///{db}"
 
 
+LOCAL_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _local_postgres() -> str | None:
+    """A PostgreSQL server on this machine's default port that lets `postgres` in, if there is one."""
+    try:
+        import psycopg
+
+        with psycopg.connect(LOCAL_PG, connect_timeout=2):
+            return LOCAL_PG
+    except (ImportError, psycopg.Error):
+        return None
+
+
 @pytest.fixture(scope="session")
 def pg_server_url() -> str:
-    """The PostgreSQL URL CI provides. Tests that need it skip only when it is not set."""
+    """The PostgreSQL server for the PostgreSQL tests: TRACELORE_TEST_DATABASE_URL, else one found on
+    localhost:5432; set the variable empty to run SQLite only. Tests that need it skip only when there is none."""
     url = os.environ.get(PG_ENV)
-    if not url:
-        pytest.skip(f"{PG_ENV} is not set (CI sets it: .ci/run starts PostgreSQL)")
+    if url is None:
+        url = _local_postgres()
+        if url is None:
+            pytest.skip(
+                f"no PostgreSQL: {PG_ENV} is not set and none answers on 127.0.0.1:5432 "
+                "(start one, or set the variable to its URL)"
+            )
+    elif not url:
+        pytest.skip(f"{PG_ENV} is set empty: SQLite only")
     return Settings(database_url=url).database_url
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say at the end of the run how many tests were skipped, and why, in a few lines."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if reasons:
+        total = sum(reasons.values())
+        terminalreporter.write_sep("-", f"{total} test{'' if total == 1 else 's'} skipped")
+        for reason, n in sorted(reasons.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{n:5d}  {reason}")
 
 
 @pytest.fixture(scope="session")

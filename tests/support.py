@@ -24,6 +24,8 @@ from app.web.app import create_app
 REPO = Path(__file__).resolve().parents[1]
 SIGNATURES = REPO / "signatures"
 SAMPLES = REPO / "app" / "web" / "samples"
+METRICS_TOKEN = "test-metrics"
+METRICS_AUTH = {"Authorization": f"Bearer {METRICS_TOKEN}"}  # what /metrics asks of test servers
 
 
 @dataclass
@@ -81,6 +83,7 @@ def make_settings(database_url: str, tmp: Path, **overrides: Any) -> Settings:
         "max_in_flight": 4,
         "quota_anonymous": 100_000,  # tests of other things are not held up by the daily allowance
         "secret_key": "test-secret",
+        "metrics_token": METRICS_TOKEN,
     }
     values.update(overrides)
     return Settings(**values)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import os
+import pty
+import re
 import shutil
+import subprocess
+import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -90,12 +96,49 @@ def test_input_errors_exit_2_with_a_readable_message(tmp_path: Path) -> None:
     assert run("diagnose", str(tmp_path))[0] == 2
 
 
-def test_binary_garbage_is_read_not_crashed(tmp_path: Path) -> None:
+def test_binary_input_is_an_input_error_as_the_api_answers_415(tmp_path: Path) -> None:
     log = tmp_path / "weights.log"
     log.write_bytes(bytes(range(256)) * 1000)
-    code, out, _ = run("diagnose", str(log), "--format", "json")
-    assert code in (0, 1)
-    assert json.loads(out)["input"]["bytes"] == 256_000
+    code, out, err = run("diagnose", str(log), "--format", "json")
+    assert (code, out) == (2, "")
+    assert "weights.log: this looks like binary data, not a text log" in err
+    code, out, err = run("diagnose", "-", input=b"\x00\x01\x02\x03" * 4096)
+    assert (code, out) == (2, "") and "<stdin>: this looks like binary data" in err
+    code, _, err = run("diagnose", "-", input=b"\xff\xfe" + "CUDA out of memory".encode("utf-16-le"))
+    assert code == 2 and "UTF-16" in err
+
+
+def test_gzip_on_standard_input_is_read_like_a_gz_file(tmp_path: Path) -> None:
+    packed = gzip.compress(b"starting\n" * 5000 + OOM)
+    code, out, _ = run("diagnose", "-", "--format", "json", input=packed)
+    assert code == 1
+    data = json.loads(out)
+    assert data["candidates"][0]["id"] == "cuda.oom" and data["candidates"][0]["line"] == 5001
+    # A gzip file without the .gz suffix is found by its magic bytes too.
+    disguised = tmp_path / "train.log"
+    disguised.write_bytes(packed)
+    assert run("diagnose", str(disguised))[0] == 1
+
+
+def test_text_links_are_full_addresses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "train.log"
+    log.write_bytes(OOM)
+    monkeypatch.delenv("TRACELORE_BASE_URL", raising=False)
+    code, out, err = run("diagnose", str(log))
+    assert code == 1 and "  more: http://127.0.0.1:8000/failures/cuda.oom" in out
+    assert "set --base-url or TRACELORE_BASE_URL" in err
+    code, out, err = run("diagnose", str(log), "--base-url", "https://tracelore.example.org/")
+    assert "  more: https://tracelore.example.org/failures/cuda.oom" in out and err == ""
+    monkeypatch.setenv("TRACELORE_BASE_URL", "https://env.example.org")
+    assert "  more: https://env.example.org/failures/cuda.oom" in run("diagnose", str(log))[1]
+
+
+def test_one_line_is_one_line(tmp_path: Path) -> None:
+    log = tmp_path / "one.log"
+    log.write_bytes(b"all good\n")
+    code, out, _ = run("diagnose", str(log))
+    assert (code, out.splitlines()[0]) == (0, "No known failure found (1 line, 9 bytes).")
+    assert "1 lines" not in out
 
 
 def test_lint_reports_and_exits_1_on_errors(tmp_path: Path) -> None:
@@ -128,3 +171,59 @@ def test_diagnose_gives_one_answer_whatever_the_order_of_the_rank_files(fmt: str
             "initiating",
         )
         assert initiating["file"].endswith("rank2.log")
+
+
+def test_times_without_a_year_take_the_year_the_files_were_written(tmp_path: Path) -> None:
+    # Real per-rank files whose only times are torchrun's year-less glog lines ("W1201 14:...").
+    case = Path(__file__).resolve().parent / "corpus" / "cases" / "gen-dist-two-node-store-host-dies"
+    logs = []
+    for src in sorted(case.glob("rank*.log")):
+        dst = tmp_path / src.name
+        shutil.copyfile(src, dst)
+        stamp = datetime(2026, 12, 1, 15, 0).timestamp()
+        os.utime(dst, (stamp, stamp))
+        logs.append(str(dst))
+    code, out, _ = run("diagnose", *logs, "--format", "json", "--signatures", str(SIGNATURES))
+    assert code == 1
+    d = json.loads(out)
+    assert d["input"]["start"].startswith("2026-12-01T14:") and d["input"]["end"].startswith("2026-12-01T14:")
+    assert '"--12-' not in out
+    # Standard input has no file time: the same log stays without a year.
+    code, out, _ = run(
+        "diagnose", "-", "--format", "json", "--signatures", str(SIGNATURES), input=Path(logs[0]).read_bytes()
+    )
+    assert json.loads(out)["input"]["start"].startswith("--12-01T14:")
+
+
+def _run_with_stderr_on_a_terminal(args: list[str]) -> tuple[int, bytes, bytes]:
+    """Run the real command with standard error on a pseudo-terminal; return its code, stdout and the terminal's output."""
+    master, slave = pty.openpty()
+    with subprocess.Popen([sys.executable, "-m", "app", *args], stdout=subprocess.PIPE, stderr=slave) as proc:
+        os.close(slave)
+        seen = bytearray()
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal closes when the process ends
+                break
+            if not chunk:
+                break
+            seen += chunk
+        out = proc.stdout.read() if proc.stdout else b""
+        code = proc.wait(120)
+    os.close(master)
+    return code, out, bytes(seen)
+
+
+def test_a_large_input_shows_progress_on_a_terminal_and_nothing_elsewhere(tmp_path: Path) -> None:
+    log = tmp_path / "big.log"
+    with log.open("wb") as f:
+        for _ in range(24):
+            f.write(HEALTHY * 20_000)  # 24 x 1 MB: past the 16 MiB where progress starts
+    code, out, terminal = _run_with_stderr_on_a_terminal(["diagnose", str(log)])
+    assert code == 0 and out.startswith(b"No known failure found")
+    assert re.search(rb"reading .*big\.log: \d+\.\d MB \(\d+\.\d [KMG]B/s\)", terminal), terminal[:300]
+    assert terminal.endswith(b"\r\x1b[K"), "the progress line is taken away at the end"
+    # Not a terminal: silent.
+    quiet = subprocess.run([sys.executable, "-m", "app", "diagnose", str(log)], capture_output=True, timeout=120)
+    assert quiet.returncode == 0 and quiet.stderr == b""

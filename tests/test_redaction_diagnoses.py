@@ -24,6 +24,12 @@ VALUES = [
     "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
     "xoxb-123456789012",
     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "dckr_pat_2YotnFZFEjr1zCsicMWpAA9ZxQ",
+    "s3cr3tPassw0rd",
+    "SECRETpass1",
+    "8f14e45fceea167a5a36dedd4bea2543",
+    "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",
+    "99c25f6172e69f41cecad35ca6af6563",
 ]
 EXAMPLES = [
     (sig_id, i, ex.log) for sig_id, (_, sig) in sorted(BY_ID.items()) for i, ex in enumerate(sig.examples.match)

@@ -59,3 +59,45 @@ def test_no_signature_steals_another_ones_examples(library: Library) -> None:
             if sig.role != "collateral" and top and top[0].id != sig_id:
                 stolen.append(f"{sig_id} <- {top[0].id}")
     assert stolen == []
+
+
+WORKER_INDEX_ERROR = """\
+IndexError: Caught IndexError in DataLoader worker process 0.
+Original Traceback (most recent call last):
+  File "/usr/lib/python3/site-packages/torch/utils/data/_utils/fetch.py", line 52, in fetch
+    data = [self.dataset[idx] for idx in possibly_batched_index]
+  File "/work/data.py", line 31, in __getitem__
+{frames}
+"""
+EMBEDDING = """\
+    feats = self.embed(torch.tensor(ids))
+  File "/usr/lib/python3/site-packages/torch/nn/functional.py", line 2237, in embedding
+    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+IndexError: index out of range in self"""
+LIST_INDEX = """\
+    return self.samples[idx], self.labels[idx]
+IndexError: list index out of range"""
+
+
+@pytest.mark.parametrize(
+    ("frames", "expected", "absent"),
+    [
+        (EMBEDDING, "data.index_out_of_range", "data.dataset_index_error"),
+        (LIST_INDEX, "data.dataset_index_error", "data.index_out_of_range"),
+    ],
+    ids=["embedding-id", "dataset-list"],
+)
+def test_a_worker_index_error_is_named_by_its_original_error(
+    frames: str, expected: str, absent: str, library: Library
+) -> None:
+    """The same "Caught IndexError" wrapper: an embedding id is not the Dataset's own list indexing."""
+    candidates = diagnose(WORKER_INDEX_ERROR.format(frames=frames).encode(), library).candidates
+    assert candidates[0].id == expected
+    assert candidates[0].band == "likely"
+    assert absent not in {c.id for c in candidates}
+
+
+def test_a_bare_worker_index_error_is_likely_the_datasets(library: Library) -> None:
+    """Only the wrapper line pasted: an IndexError in a worker's fetch, most likely the Dataset's."""
+    candidates = diagnose(b"IndexError: Caught IndexError in DataLoader worker process 3.\n", library).candidates
+    assert [(c.id, c.band, c.facts.get("worker")) for c in candidates] == [("data.dataset_index_error", "likely", "3")]

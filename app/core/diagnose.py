@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from app.core.hangs import hang_suspect
 from app.core.job import arrange, picked_lines
@@ -39,10 +40,13 @@ def diagnose(
     name: str | None = None,
     redactor: Redactor = DEFAULT,
     threads: int = 2,
+    written: datetime | None = None,
 ) -> Diagnosis:
     """Diagnose one log: a path, bytes or a binary stream. Secrets never reach the result.
 
-    `threads` scan a large log's chunks at once (the engine runs without the GIL).
+    `threads` scan a large log's chunks at once (the engine runs without the GIL); `written`,
+    when the log was last written (its file's modification time), dates year-less times when
+    the log itself gives no year.
     """
     return diagnose_many(
         [(name if name is not None else source_name(source), source)],
@@ -50,6 +54,7 @@ def diagnose(
         top=top,
         redactor=redactor,
         threads=threads,
+        written=written,
     )
 
 
@@ -60,17 +65,20 @@ def diagnose_many(
     top: int | None = None,
     redactor: Redactor = DEFAULT,
     threads: int = 2,
+    written: datetime | None = None,
 ) -> Diagnosis:
     """Diagnose the logs of one job (e.g. one file per rank) as a whole."""
     scans = scan_sources(sources, library, redactor=redactor, threads=threads)
     if not any(s.bytes for s in scans) or all(s.blank for s in scans):
         raise EmptyLog("the log is empty: there is nothing to diagnose")
-    return assemble(scans, library, top=top)
+    return assemble(scans, library, top=top, written=written)
 
 
-def assemble(scans: Sequence[FileScan], library: Library, *, top: int | None = None) -> Diagnosis:
-    """Rank what the scans found into a `Diagnosis`."""
-    scans = arrange(scans)
+def assemble(
+    scans: Sequence[FileScan], library: Library, *, top: int | None = None, written: datetime | None = None
+) -> Diagnosis:
+    """Rank what the scans found into a `Diagnosis` (`written`: when the logs were last written)."""
+    scans = arrange(scans, written)
     versions: dict[str, str] = {}
     for scan in scans:
         for key, value in scan.versions.items():

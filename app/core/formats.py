@@ -277,5 +277,11 @@ def render_github(d: Diagnosis, *, base_url: str = "", permalink: str | None = N
         file = c.file if c.file and c.file != "<stdin>" else None
         out.append(workflow_command(kind, "\n".join(lines), file=file, line=c.line if file else None, title=title))
     if not d.candidates:
-        out.append(workflow_command("notice", f"No known failure found in {d.input.lines:,} lines.", title="Tracelore"))
+        out.append(
+            workflow_command(
+                "notice",
+                f"No known failure found in {d.input.lines:,} line{'' if d.input.lines == 1 else 's'}.",
+                title="Tracelore",
+            )
+        )
     return "\n".join(out) + "\n"

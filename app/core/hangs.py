@@ -6,7 +6,10 @@ ranks that report the timeout were waiting; the suspect is the one they waited f
 * a rank another rank names (gloo's "Rank 1 failed to pass monitoredBarrier");
 * the rank whose NCCL work sequence numbers lag the others' in the same process group
   ("last enqueued NCCL work: 1580" where the others enqueued 1582);
-* the one rank of the job that never reports the timeout.
+* the one rank of the job that never reports the timeout;
+* the one rank whose own log stops before the collective the others timed out in began,
+  while every other rank logged after it began (a job of per-rank files with times; when
+  the collective began is known from the duration the timeout line prints).
 
 When nothing tells, there is no suspect: it is never guessed. The answer depends only on
 sets and minima of what the scans picked, so never on the order of a job's files.
@@ -22,6 +25,7 @@ import regex
 from app.core.library import Library
 from app.core.matcher import FileScan
 from app.core.models import Candidate, HangLine, HangSuspect, Line
+from app.core.times import comparable, span
 
 HANG_IDS = frozenset({"nccl.watchdog_timeout", "dist.gloo_timeout", "dist.heartbeat_monitor_stuck"})
 # The lines only a rank that waited prints (pattern names in signatures/distributed/). Not the
@@ -61,7 +65,16 @@ def hang_suspect(candidates: Sequence[Candidate], scans: Sequence[FileScan], lib
     reports = sorted(_reports(scans, library), key=lambda r: r.key)
     if not reports:
         return None
-    return _named(reports) or _lagging(reports) or _silent(reports, scans, library)
+    found = _named(reports) or _lagging(reports) or _silent(reports, scans, library)
+    stopped = _stopped(first, scans)
+    if found is None or stopped is None:
+        return found or stopped
+    if stopped.rank != found.rank:
+        return found
+    # Two signs point at the same rank: say both.
+    return found.model_copy(
+        update={"why": f"{found.why}; {stopped.why}", "evidence": [*found.evidence, *stopped.evidence]}
+    )
 
 
 def _patterns(library: Library, wanted: Mapping[str, frozenset[str] | None]) -> set[int]:
@@ -185,3 +198,46 @@ def _silent(reports: Sequence[_Report], scans: Sequence[FileScan], library: Libr
         f"does: the others were waiting for it",
         evidence=[_shown(seen[rank].line, rank) for rank in sorted(seen)][:3],
     )
+
+
+def _last_lines(scans: Iterable[FileScan]) -> dict[int, Line]:
+    """Each rank's last timed line, from the ends of the files that hold one rank's output."""
+    last: dict[int, Line] = {}
+    for scan in scans:
+        ranks = {line.rank for line in scan.edge_lines if line.rank is not None}
+        if len(ranks) != 1:
+            continue  # no rank, or a merged log: its end says nothing about one rank
+        rank = ranks.pop()
+        timed = [line for line in scan.edge_lines if line.time is not None]
+        if not timed:
+            continue
+        line = max(timed, key=lambda x: (x.time, x.no))
+        if rank not in last or comparable(last[rank].time, line.time) and line.time > last[rank].time:  # type: ignore[arg-type, operator]
+            last[rank] = line
+    return last
+
+
+def _stopped(first: Candidate, scans: Sequence[FileScan]) -> HangSuspect | None:
+    """The one rank that stopped logging before the collective the others timed out in began."""
+    began = first.began
+    if began is None:
+        return None
+    last = {r: line for r, line in _last_lines(scans).items() if line.time and comparable(line.time, began)}
+    if len(last) < 2:
+        return None
+    quiet = [r for r, line in last.items() if line.time < began]  # type: ignore[operator]
+    if len(quiet) != 1:
+        return None  # several ranks silent since before (e.g. only rank 0 logs): no telling which
+    suspect = quiet[0]
+    stop = last[suspect]
+    others = sorted(r for r in last if r != suspect)
+    until = min(last[r].time for r in others)  # type: ignore[type-var]
+    when = stop.time.isoformat(sep=" ", timespec="milliseconds")  # type: ignore[union-attr]
+    names = ", ".join(map(str, others))
+    plural = "s" if len(others) > 1 else ""
+    why = (
+        f"rank {suspect}'s log stops at {when}, {span((began - stop.time).total_seconds())} before the collective "  # type: ignore[operator]
+        f"the others timed out in began ({began.isoformat(sep=' ', timespec='seconds')}), while rank{plural} {names} "
+        f"logged until at least {until.isoformat(sep=' ', timespec='seconds')}"  # type: ignore[union-attr]
+    )
+    return HangSuspect(rank=suspect, why=why, evidence=[_shown(stop, suspect)])

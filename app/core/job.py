@@ -4,6 +4,7 @@ files were given, and the times and ranks lines take from the job as a whole.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -39,19 +40,26 @@ def picked_lines(scan: FileScan) -> Iterator[Line]:
 
 
 def file_rank(scan: FileScan) -> tuple[int | None, bool]:
-    """A file's rank from its lines' prefixes (the most common), else from its name; and whether from the name."""
+    """A file's rank, and whether it is the file's only rank.
+
+    From its lines' prefixes (the most common; the only one when no other rank's line is
+    there), else from its name (a file named for a rank holds that rank's output).
+    """
     seen = Counter(line.rank for line in picked_lines(scan) if line.rank is not None)
     if seen:
-        return min(seen, key=lambda r: (-seen[r], r)), False
-    return rank_from_name(scan.name), True
+        return min(seen, key=lambda r: (-seen[r], r)), len(seen) == 1
+    rank = rank_from_name(scan.name)
+    return rank, rank is not None
 
 
-def arrange(scans: Sequence[FileScan]) -> list[FileScan]:
+def arrange(scans: Sequence[FileScan], written: datetime | None = None) -> list[FileScan]:
     """The job's files by rank, then name, re-indexed, their lines settled.
 
     The order, not the one the files were given in, breaks every tie the times cannot, so
-    the answer never depends on argument order. Year-less times take the job's year, and a
-    file ranked by its name lends that rank to its lines without a prefix.
+    the answer never depends on argument order. Year-less times take the job's year (else the
+    year of `written`, when the logs were last written), and a
+    file of one rank (by its name, or by its only prefixed rank) lends that rank to its lines
+    without a prefix: a per-rank file's unprefixed traceback is that rank's.
     """
     ranks = {id(scan): file_rank(scan) for scan in scans}
 
@@ -61,12 +69,18 @@ def arrange(scans: Sequence[FileScan]) -> list[FileScan]:
         return (rank is None, rank or 0, scan.name or "", scan.bytes, scan.lines, edges)
 
     ordered = sorted(scans, key=key)
-    resolve = year_resolver(line.time for scan in ordered for line in picked_lines(scan) if line.time is not None)
+    resolve = year_resolver(
+        (line.time for scan in ordered for line in picked_lines(scan) if line.time is not None), written
+    )
     for i, scan in enumerate(ordered):
         scan.index = i
-        rank, named = ranks[id(scan)]
-        _settle_scan(scan, resolve, rank if named else None)
+        rank, only = ranks[id(scan)]
+        _settle_scan(scan, resolve, rank if only else None)
     return ordered
+
+
+# How far above an untimed line the timed line that dates it may be: a traceback's length.
+TIME_LOOKBACK = 40
 
 
 def _settle_scan(scan: FileScan, resolve: Callable[[datetime], datetime], fill_rank: int | None) -> None:
@@ -86,3 +100,38 @@ def _settle_scan(scan: FileScan, resolve: Callable[[datetime], datetime], fill_r
     for ph in scan.hits.values():
         for hit in ph.first:
             hit.line = settle(hit.line)
+    _date_untimed(scan)
+
+
+def _date_untimed(scan: FileScan) -> None:
+    """Give a picked line that prints no time the time of the timed picked line of its rank above it.
+
+    A traceback or a wrapped message prints no time; the timed line that introduced it
+    ("ERROR training failed", a glog header) dates it, so the job's events merge by time
+    across files. Only the lines the scan picked are looked at, never the raw log: an
+    excerpt of the log (which holds every picked line) dates them the same way.
+    """
+    timed: dict[int | None, list[tuple[int, datetime]]] = {}  # rank -> (line, time), in line order
+    for line in picked_lines(scan):
+        if line.time is not None:
+            timed.setdefault(line.rank, []).append((line.no, line.time))
+    for points in timed.values():
+        points.sort(key=lambda p: p[0])
+    starts = {rank: [no for no, _ in points] for rank, points in timed.items()}
+    dated: dict[int, Line] = {}
+
+    def date(line: Line) -> Line:
+        if line.time is not None or line.rank not in timed:
+            return line
+        if id(line) not in dated:
+            points = timed[line.rank]
+            i = bisect.bisect_left(starts[line.rank], line.no) - 1
+            if i >= 0 and line.no - points[i][0] <= TIME_LOOKBACK:
+                dated[id(line)] = line.model_copy(update={"time": points[i][1]})
+            else:
+                dated[id(line)] = line
+        return dated[id(line)]
+
+    for ph in scan.hits.values():
+        for hit in ph.first:
+            hit.line = date(hit.line)

@@ -52,6 +52,10 @@ def _re2_options(*, latin1: bool) -> Any:
 
 _SCAN = _re2_options(latin1=True)
 _TEXT = _re2_options(latin1=False)
+# The raw engines only locate lines (groups are read on the decoded line): without
+# captures RE2 need not work out submatches on every hit.
+_LOCATE = _re2_options(latin1=True)
+_LOCATE.never_capture = True
 
 
 def _scan_pattern(pattern: str, *, relax: bool = False) -> bytes:
@@ -61,7 +65,7 @@ def _scan_pattern(pattern: str, *, relax: bool = False) -> bytes:
 
 def compile_re2(pattern: str) -> Any:
     """Compile a pattern for RE2 (linear time) over raw log bytes, one line at a time."""
-    return re2.compile(_scan_pattern(pattern), _SCAN)
+    return re2.compile(_scan_pattern(pattern), _LOCATE)
 
 
 def compile_text(pattern: str) -> Any:

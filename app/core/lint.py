@@ -141,7 +141,31 @@ def check_weights(sig: Signature, path: Path) -> Iterable[Issue]:
         yield Issue(path, None, "a symptom outweighs every fingerprint", "warning")
 
 
+_TODO = regex.compile(r"\bTODO\b")
+_NOT_KNOWLEDGE = frozenset({"examples", "regex", "message", "near", "id"})
+
+
+def _texts(value: object, where: str) -> Iterable[tuple[str, str]]:
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in _NOT_KNOWLEDGE:
+                yield from _texts(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _texts(item, f"{where}[{i}]")
+
+
+def check_todos(sig: Signature, path: Path) -> Iterable[Issue]:
+    """A draft (`tracelore unknowns draft`) lands only once every TODO is written."""
+    for where, text in _texts(sig.model_dump(mode="json"), ""):
+        if _TODO.search(text):
+            yield Issue(path, None, f"{where}: still TODO (a draft: write it from the raise site and the threads)")
+
+
 FILE_CHECKS: dict[str, FileCheck] = {
+    "todos": check_todos,
     "patterns_compile": check_patterns_compile,
     "messages_match": check_messages_match,
     "backtracking": check_backtracking,

@@ -6,6 +6,12 @@ and only the lines they hit are decoded and parsed. The cost per byte stays
 nearly flat as the library grows, and per-line Python work is proportional to
 the hits, not to the log.
 
+The hits are bounded too: a pattern is located in a chunk only as far as its file
+still needs (the first KEEP_LINES lines, one more to learn that there are more),
+so a log made of matching lines costs about what a quiet one does. Past that the
+pattern is saturated: its count becomes a lower bound and its last line is looked
+up once, from the end of the last chunk that holds it.
+
 Chunks are scanned as read, with no copy: a lone CR (a progress-bar redraw) splits
 a line into frames, so patterns are compiled with `^`/`$` also matching at a CR
 (`rewrites.frame_anchors`) and a line that holds a CR is confirmed frame by frame.
@@ -13,6 +19,7 @@ a line into frames, so patterns are compiled with `^`/`$` also matching at a CR
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -52,6 +59,7 @@ class PatternHits:
     lines: list[int] = field(default_factory=list)
     last_line: int = 0
     saturated: bool = False  # so frequent that only its last line per chunk is tracked
+    located: int = 0  # lines read to record it: the work it cost, bounded once saturated
 
 
 @dataclass(slots=True)
@@ -97,6 +105,8 @@ class _Probe:
     newlines: int
     chunk: Chunk | None  # the chunk read into bytes, if it was (a Block's line numbers are not set yet)
     found: list[tuple[int, int]] = field(default_factory=list)  # (offset, engine index)
+    # Patterns located only up to their budget: engine index -> where the search stopped.
+    partial: dict[int, int] = field(default_factory=dict)
     progress: bool = False
     saturated: list[int] = field(default_factory=list)  # saturated patterns the chunk holds
 
@@ -128,6 +138,12 @@ class _FileScanner:
         self.progress_chunks: list[_Piece] = []  # the last chunks holding progress lines
         self.tail_chunk: _Piece | None = None
         self.next_line = 1  # of the next Block (a Chunk knows its own)
+        # Hits located so far per pattern, probes in flight included. Read and written by
+        # probe threads without a lock: it only sizes the next probe's budget, and apply()
+        # locates whatever a too small budget left out.
+        self.located: dict[int, int] = {}
+        self.done: set[int] = set()  # patterns that saturated in the chunk being recorded
+        self.version_names: dict[int, tuple[str, ...]] = {}
         # Saturated pattern -> the last chunk holding it: its last line is looked up only
         # when that chunk is the pattern's last or too many chunks are held.
         self.unsettled: dict[int, _Piece] = {}
@@ -148,9 +164,7 @@ class _FileScanner:
             if idx in plan.progress:
                 probe.progress = True
                 continue
-            if idx in plan.version and all(k in scan.versions for k in library.confirm[idx].groupindex):
-                continue
-            if idx in plan.error and self.errors_kept >= KEEP_ERRORS:
+            if self._ignored(idx):
                 continue
             hits = scan.hits.get(idx)
             if hits is not None and hits.saturated:
@@ -160,9 +174,31 @@ class _FileScanner:
             if probe.chunk is None:
                 assert isinstance(item, Block)
                 probe.chunk = item.read(0)
-            probe.found.extend(_locate(library.compiled[idx], probe.chunk.data, idx))
+            # No more than the file can still keep, and one more to learn there are more.
+            kept = len(hits.lines) if hits is not None else 0
+            budget = KEEP_LINES + 1 - max(kept, self.located.get(idx, 0))
+            located, resume = _locate_some(library.compiled[idx], probe.chunk.data, idx, max(budget, 0))
+            self.located[idx] = self.located.get(idx, 0) + len(located)
+            probe.found.extend(located)
+            if resume is not None:
+                probe.partial[idx] = resume
         probe.found.sort(key=lambda f: f[0])
         return probe
+
+    def _saturated(self, idx: int) -> bool:
+        hits = self.scan.hits.get(idx)
+        return hits is not None and hits.saturated
+
+    def _ignored(self, idx: int) -> bool:
+        """Whether a pattern's hits are no longer wanted: its versions are known, or errors are kept in full."""
+        plan = self.plan
+        if idx in plan.version:
+            names = self.version_names.get(idx)
+            if names is None:  # RE2's groupindex is rebuilt on every read: read it once
+                names = self.version_names[idx] = tuple(self.library.confirm[idx].groupindex)
+            if all(k in self.scan.versions for k in names):
+                return True
+        return idx in plan.error and self.errors_kept >= KEEP_ERRORS
 
     def apply(self, probe: _Probe) -> None:
         """Record a probed chunk's hits. Runs in the calling thread, in chunk order."""
@@ -187,6 +223,14 @@ class _FileScanner:
         scan.lines = first_line - 1 + probe.newlines + (not ends_line)
         if probe.progress:
             self.progress_chunks = [*self.progress_chunks[-1:], piece]
+        # The probe ran ahead of the chunks before it: what they recorded since decides,
+        # so that the result never depends on how the threads were timed.
+        touched = {i for _, i in probe.found} | probe.partial.keys()
+        late = {i for i in touched if self._ignored(i) or self._saturated(i)}
+        if late:
+            probe.found = [f for f in probe.found if f[1] not in late]
+            probe.partial = {i: pos for i, pos in probe.partial.items() if i not in late}
+            probe.saturated += sorted(i for i in late if not self._ignored(i))
         for idx in probe.saturated:
             scan.hits[idx].count += 1
             self.unsettled[idx] = piece
@@ -194,9 +238,9 @@ class _FileScanner:
             oldest = next(iter(self.unsettled.values()))  # dicts keep insertion order
             for idx in [i for i, c in self.unsettled.items() if c is oldest]:
                 self._settle(idx)
-        if probe.found:
+        if probe.found or probe.partial:
             assert chunk is not None
-            self._record(chunk, probe.found)
+            self._record(piece, chunk, self._in_order(chunk, probe))
         if isinstance(item, Block):
             item.release()
 
@@ -207,12 +251,28 @@ class _FileScanner:
         if last is not None:
             self.scan.hits[idx].last_line = last
 
-    def _record(self, chunk: Chunk, found: list[tuple[int, int]]) -> None:
+    def _in_order(self, chunk: Chunk, probe: _Probe) -> Iterable[tuple[int, int]]:
+        """The probe's hits in offset order, then the hits its budgets left out, located as needed."""
+        if not probe.partial:
+            return probe.found
+        more = [self._resume(chunk.data, idx, pos) for idx, pos in probe.partial.items()]
+        return heapq.merge(probe.found, *more)
+
+    def _resume(self, data: bytes, idx: int, pos: int) -> Iterator[tuple[int, int]]:
+        for found in _locate(self.library.compiled[idx], data, idx, pos):
+            if idx in self.done:
+                return
+            yield found
+
+    def _record(self, piece: _Piece, chunk: Chunk, found: Iterable[tuple[int, int]]) -> None:
         scan, plan, compiled = self.scan, self.plan, self.library.compiled
         data = chunk.data
         no, counted = chunk.first_line, 0
         lines: dict[int, Line] = {}  # frame start -> parsed line, shared by patterns
+        done = self.done = set()  # the rest of these patterns' hits in the chunk is not read
         for offset, idx in found:
+            if idx in done:
+                continue
             start, end = _line_bounds(data, offset)
             frame = _frame(compiled[idx], data, start, end)
             if frame is None:
@@ -223,12 +283,18 @@ class _FileScanner:
             if hits is None:
                 hits = scan.hits[idx] = PatternHits()
             hits.count += 1
+            hits.located += 1
             hits.last_line = no
             if len(hits.lines) < KEEP_LINES:
                 hits.lines.append(no)
             elif idx not in plan.extract or len(hits.first) >= KEEP_FIRST:
                 hits.saturated = True
+                done.add(idx)
+                self.unsettled[idx] = piece  # its last line in this chunk is looked up from the end
             if idx not in plan.extract and idx not in plan.version:
+                continue
+            if idx in plan.version and idx not in plan.extract and self._ignored(idx):
+                done.add(idx)  # every version it captures is known: nothing more to read, as in later chunks
                 continue
             if idx in plan.extract and len(hits.first) >= KEEP_FIRST and idx not in plan.error:
                 continue
@@ -330,7 +396,7 @@ def _progress_lines(compiled: Iterable[Any], chunk: Chunk, start: int) -> list[i
 def _last_line(compiled: Any, chunk: Chunk) -> int | None:
     """The line of the last match of a pattern in a chunk, searched from the end."""
     data = chunk.data
-    size, window = len(data), 64 << 10
+    size, window = len(data), 4 << 10  # a frequent pattern's last hit is near the end: read little
     while True:
         start = max(0, size - window)
         if start:
@@ -343,6 +409,17 @@ def _last_line(compiled: Any, chunk: Chunk) -> int | None:
         return None
     # Count back from the end: the match is near it, so this reads a little, not the chunk.
     return chunk.first_line + chunk.newlines - data.count(b"\n", starts[-1])
+
+
+def _locate_some(compiled: Any, data: bytes, idx: int, limit: int) -> tuple[list[tuple[int, int]], int | None]:
+    """The first `limit` hits of a pattern in a chunk, and where to resume if it may hit again."""
+    found = list(islice(_locate(compiled, data, idx), limit))
+    if len(found) < limit:
+        return found, None
+    if not found:
+        return found, 0
+    end = data.find(b"\n", found[-1][0])
+    return found, None if end < 0 else end + 1
 
 
 def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tuple[int, int]]:
@@ -375,7 +452,7 @@ def _edge_lines(chunk: Chunk, *, head: bool, redactor: Redactor = DEFAULT) -> li
     for i, piece in enumerate(raw):
         frame = piece.rsplit(b"\r", 1)[-1]
         if frame.strip():
-            out.append(make_line(frame, first + i, redactor=redactor))
+            out.append(make_line(frame, first + i, file=chunk.file, redactor=redactor))
     return out
 
 

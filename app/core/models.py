@@ -119,6 +119,11 @@ class Candidate(_Frozen):
     file: str | None = None
     rank: int | None = None
     time: LogTime | None = None
+    began: LogTime | None = Field(
+        None,
+        description="when the failing operation began, dated back from the duration its own line prints "
+        "(a collective that 'ran for 600021 milliseconds' began ten minutes before the line)",
+    )
     ranks: list[int] = Field(default_factory=list, description="ranks on which it appears")
     count: int = Field(description="matching lines in the log")
     evidence: list[Evidence]

@@ -25,7 +25,7 @@ from app.core.library import Library
 from app.core.matcher import FileScan, LineHit, PatternHits
 from app.core.models import LIKELY, Candidate, Evidence, Harmless, Unexplained, UnknownStart, entry_path
 from app.core.signature import Pattern, Signature
-from app.core.times import comparable
+from app.core.times import began, comparable
 from app.core.versions import satisfies
 
 SURVIVED_PROGRESS = 10  # progress lines after a failure that mean the run went on
@@ -302,10 +302,26 @@ def _is_cause(cause: Found, echo: Found, roles: dict[str, tuple[str, str | None,
     if roles.get(cause.sig.id, ("", None, ""))[1] == echo.sig.id:
         return False  # already its echo: no cycles
     a, b = cause.position, echo.position
+    began_at = _began(echo)
+    if (
+        cause.sig.role == "collateral"
+        and a.time is not None
+        and began_at is not None
+        and comparable(a.time, began_at)
+        and a.time >= began_at
+    ):
+        # A report of a failure (a peer's closed connection) that came after the echo's own
+        # operation had begun waiting cannot be why it waited: the waiting came first.
+        return False
     if not b.before(a):
         return True  # before it, or on the same line
     same_place = a.file_index == b.file_index and cause.first[1].line.rank == echo.first[1].line.rank
     return same_place and 0 <= a.line - b.line <= CAUSE_AFTER_LINES
+
+
+def _began(f: Found) -> datetime | None:
+    """When a failure's operation began, from the durations its lines print (the earliest)."""
+    return min((b for h, _, _ in f.evidence if (b := began(h.line.time, h.groups)) is not None), default=None)
 
 
 def _compare(a: Found, b: Found) -> int:
@@ -344,6 +360,7 @@ def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -
         file=scan.name,
         rank=hit.line.rank,
         time=hit.line.time,
+        began=_began(f),
         ranks=sorted(f.ranks),
         count=f.count,
         evidence=[

@@ -223,6 +223,144 @@ RULES: list[dict[str, Any]] = [
         "negative": ["dapi rate"],
     },
     {
+        "type": "docker-token",
+        # Docker Hub access tokens: `dckr_pat_` (personal) and `dckr_oat_` (organization), Docker
+        # docs "Personal access tokens" / "Organization access tokens"; 27 to 32 characters
+        # follow (gitleaks, nosey-parker `np.docker`). Bounds widened so no tail survives.
+        "pattern": r"\bdckr_(?:pat|oat)_[A-Za-z0-9_-]{20,64}",
+        "group": 0,
+        "hints": ["dckr_"],
+        "positive": [
+            "docker login -u bot -p dckr_pat_2YotnFZFEjr1zCsicMWpAA9ZxQ registry-1.docker.io",
+            "DOCKERHUB_TOKEN=dckr_oat_7Hn2kQ9xRb4Lm8Vc1Tz6Wp3Ys5Dg0Fj2",
+        ],
+        "negative": ["see the dckr_pat_ prefix in the docs"],
+    },
+    {
+        "type": "shopify-token",
+        # Shopify's prefixed secrets: shpat_ (Admin API access token), shpca_ (custom app),
+        # shppa_ (private app), shpss_ (app shared secret), shpua_; 32 hex digits each
+        # (shopify.dev changelog "new access token format"; gitleaks shopify-*).
+        "pattern": r"\bshp(?:at|ca|pa|ss|ua)_[a-fA-F0-9]{32}",
+        "group": 0,
+        "hints": ["shp"],
+        "positive": [
+            "X-Shopify-Access-Token: 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",
+            "SHOPIFY_API_SECRET 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",
+        ],
+        "negative": ["shpat_ tokens rotate", "loading shpss_config.json"],
+    },
+    {
+        "type": "kaggle-key",
+        # Kaggle API keys are 32 hex digits, in KAGGLE_KEY and kaggle.json (Kaggle/kaggle-api
+        # README, "API credentials").
+        "pattern": r"(?i)kaggle_?key[\"']?\s{0,4}[:=]\s{0,4}[\"']?([0-9a-f]{32})\b",
+        "group": 1,
+        "hints": ["kaggle"],
+        "positive": ["KAGGLE_KEY=99c25f6172e69f41cecad35ca6af6563", "kaggle_key: '99c25f6172e69f41cecad35ca6af6563'"],
+        "negative": ["KAGGLE_KEY is not set: read ~/.kaggle/kaggle.json", "kaggle datasets download -d owner/set"],
+    },
+    {
+        "type": "kaggle-key",
+        # kaggle.json as printed: {"username":"...","key":"<32 hex>"}.
+        "pattern": r"\"username\"\s{0,4}:\s{0,4}\"[^\"]{0,100}\"\s{0,4},"
+        r"\s{0,4}\"key\"\s{0,4}:\s{0,4}\"([0-9a-fA-F]{32})\"",
+        "group": 1,
+        "hints": ['"key"'],
+        "positive": ['{"username":"sonia","key":"99c25f6172e69f41cecad35ca6af6563"}'],
+        "negative": ['{"username":"sonia","key":"<your key>"}', '{"username": "a", "key": "value"}'],
+    },
+    {
+        "type": "kaggle-key",
+        # The newer Kaggle API tokens (kaggle 1.8, KAGGLE_API_TOKEN) start with KGAT_.
+        "pattern": r"\bKGAT_[A-Za-z0-9]{32,128}",
+        "group": 0,
+        "hints": ["kgat_"],
+        "positive": [
+            "export KAGGLE_API_TOKEN=KGAT_c70783487531b81b83b96755edfcace6",
+            "kaggle api token KGAT_c70783487531b81b83b96755edfcace6 expired",
+        ],
+        "negative": ["KGAT_ tokens replace kaggle.json"],
+    },
+    {
+        "type": "sentry-token",
+        # Sentry auth tokens: sntryu_ + 64 hex (user), sntrys_ + base64 payload + _ + secret
+        # (organization); Sentry docs "Auth Tokens", gitleaks sentry-*-token.
+        "pattern": r"\b(?:sntryu_[a-f0-9]{64}|sntrys_[A-Za-z0-9+/=_]{40,1000})",
+        "group": 0,
+        "hints": ["sntry"],
+        "positive": [
+            "SENTRY_AUTH_TOKEN sntryu_" + "9f8e7d6c5b4a3928" * 4,
+            "sentry-cli --auth-token sntrys_eyJpYXQiOjE2ODQ4ODEyMzQuNSwidXJsIjoiaHR0cHM6Ly9zZW50cnkuaW8ifQ_Ab12",
+        ],
+        "negative": ["sntryu_ tokens belong to a user"],
+    },
+    {
+        "type": "digitalocean-token",
+        # dop_v1_ (personal), doo_v1_ (OAuth), dor_v1_ (refresh) + 64 hex: DigitalOcean docs
+        # "How to create a personal access token", gitleaks digitalocean-*.
+        "pattern": r"\bdo[opr]_v1_[a-f0-9]{64}",
+        "group": 0,
+        "hints": ["_v1_"],
+        "positive": ["DIGITALOCEAN_TOKEN dop_v1_" + "0123456789abcdef" * 4],
+        "negative": ["dop_v1_ is the prefix"],
+    },
+    {
+        "type": "vault-token",
+        # HashiCorp Vault 1.10+ tokens: hvs. (service), hvb. (batch), hvr. (recovery);
+        # Vault docs "Token prefixes".
+        "pattern": r"\bhv[sbr]\.[A-Za-z0-9_-]{24,400}",
+        "group": 0,
+        "hints": ["hvs.", "hvb.", "hvr."],
+        "positive": ["VAULT_TOKEN=hvs.CAESIJlUvWmtq7eLVXbwQfS8M3u9ykyZ6dF1nH2oGk4Rb5aT"],
+        "negative": ["hvs.json loaded"],
+    },
+    {
+        "type": "grafana-token",
+        # Grafana Cloud access policy tokens (glc_ + base64) and service account tokens
+        # (glsa_ + 32 + _ + 8 hex): Grafana docs, gitleaks grafana-*.
+        "pattern": r"\b(?:glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})",
+        "group": 0,
+        "hints": ["glc_", "glsa_"],
+        "positive": [
+            "GRAFANA_TOKEN glsa_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6" + "_0a1b2c3d",
+            "grafana cloud key glc_eyJvIjoiMTIzNCIsIm4iOiJtbC1ydW5zIiwiayI6IkFiQ2QifQ==",
+        ],
+        "negative": ["glc_ prefix", "glsa_short_1234"],
+    },
+    {
+        "type": "google-oauth-token",
+        # Google OAuth 2.0 access tokens start with ya29. (Google Identity docs; gitleaks gcp).
+        "pattern": r"\bya29\.[0-9A-Za-z_-]{20,1000}",
+        "group": 0,
+        "hints": ["ya29."],
+        "positive": ["gcloud token ya29.a0AfH6SMBx3kQ9Lm2Vc7Tz1Wp8Ys5Dg0Fj4Hn6Rb"],
+        "negative": ["ya29.short"],
+    },
+    {
+        "type": "postman-key",
+        # Postman API keys: PMAK- + 24 hex + - + 34 hex (Postman docs; gitleaks postman-api-token).
+        "pattern": r"\bPMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}",
+        "group": 0,
+        "hints": ["pmak-"],
+        "positive": ["x-api-key: PMAK-0123456789abcdef01234567-0123456789abcdef0123456789abcdef01"],
+        "negative": ["PMAK-short"],
+    },
+    {
+        "type": "api-key",
+        # Vendor prefixes of other AI and tooling APIs: Perplexity pplx- + 48 (Perplexity docs),
+        # Linear lin_api_ + 40 (Linear docs), Notion ntn_ + 11 digits + 35 (Notion docs); gitleaks.
+        "pattern": r"\b(?:pplx-[A-Za-z0-9]{48}|lin_api_[A-Za-z0-9]{40}|ntn_[0-9]{11}[A-Za-z0-9]{35})",
+        "group": 0,
+        "hints": ["pplx-", "lin_api_", "ntn_"],
+        "positive": [
+            "PPLX_API_KEY pplx-" + "a1B2c3D4e5F6g7H8" * 3,
+            "linear client lin_api_" + "a1B2c3D4e5F6g7H8i9J0" * 2,
+            "NOTION ntn_12345678901" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R",
+        ],
+        "negative": ["pplx-7b-online model", "lin_api_ prefix", "ntn_loss=0.3"],
+    },
+    {
         "type": "azure-storage-key",
         "pattern": r"AccountKey=([A-Za-z0-9+/=]{86,88})",
         "group": 1,
@@ -275,6 +413,73 @@ RULES: list[dict[str, Any]] = [
         "hints": ["bearer"],
         "positive": ["requests.get(url, headers={'X-Auth': 'Bearer 9f8e7d6c5b4a3928.17f6'})"],
         "negative": ["the bearer stopped responding"],
+    },
+    {
+        "type": "cookie",
+        # Cookie and Set-Cookie headers carry session ids: the whole value goes (curl --cookie too).
+        "pattern": r"(?i)(?:\b(?:set-)?cookie[\"']?\s{0,4}:|--cookie(?:\s{1,4}|=))\s{0,4}[\"']?([^\r\n\"']{4,})",
+        "group": 1,
+        "guard": "value",
+        "hints": ["cookie"],
+        "positive": [
+            "Cookie: session=8f14e45fceea167a5a36dedd4bea2543; theme=dark",
+            "< Set-Cookie: sessionid=38afes7a8x9; HttpOnly; Path=/",
+            "curl --cookie 'session=8f14e45fceea167a5' https://ml.example.org/api",
+        ],
+        "negative": ["cookie: None", "cookies saved to jar", "Set-Cookie header missing"],
+    },
+    {
+        "type": "password",
+        # Registry logins that take the secret as an argument: `docker login -u bot -p VALUE`
+        # (also podman, buildah, nerdctl, skopeo, helm registry, oras); `--password-stdin` is safe.
+        "pattern": r"\b(?:docker|podman|buildah|nerdctl|skopeo|oras|helm[ \t]{1,4}registry)[ \t]{1,4}login\b"
+        r"[^\n]{0,200}?[ \t](?:-p|--password)(?:[ \t]{1,4}|=)[\"']?([^\s\"']{1,256})",
+        "group": 1,
+        "guard": "value",
+        "hints": ["login"],
+        "positive": [
+            "docker login -u bot -p s3cr3tPassw0rd registry.example.com",
+            "+ podman login quay.io --username bot --password Hunter22x",
+        ],
+        "negative": [
+            "docker login -u bot --password-stdin registry.example.com",
+            "docker login -u bot -p $REGISTRY_PASSWORD",
+            "WARNING! Using --password via the CLI is insecure. Use --password-stdin.",
+        ],
+    },
+    {
+        "type": "password",
+        # MySQL/MariaDB clients take the password glued to -p (`mysql -uroot -pSECRET`); a bare
+        # `-p` prompts, and `-P` is the port (MySQL docs, "Specifying a password on the command line").
+        "pattern": r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlsh|mariadb"
+        r"|mariadb-dump|mariadb-admin)\b[^\n]{0,200}?[ \t]-p[\"']?([^\s\"'-][^\s\"']{0,255})",
+        "group": 1,
+        "guard": "value",
+        "hints": ["mysql", "mariadb"],
+        "positive": ["mysql -u root -pSECRETpass1 mydb", "mysqldump -h db -uroot -p'Sup3r' runs > dump.sql"],
+        "negative": ["mysql -u root -p mydb", "mysql -h db -P 3306 -u root", "mysqld: ready for connections"],
+    },
+    {
+        "type": "password",
+        # The space form of command-line secrets: `--password VALUE`, `--api-key VALUE`, `--hf-token VALUE`.
+        "pattern": r"(?i)(?:^|[\s\"'])--?(?:[a-z0-9]{1,20}[_-])?(?:password|passwd|pwd|secret|api[_-]?key"
+        r"|access[_-]?key|client[_-]?secret"
+        r"|(?:hf|wandb|api|auth|access|refresh|session|github|gh|slack|bot|bearer|secret|oauth|personal)[_-]?token)"
+        r"[ \t]{1,4}[\"']?([^\s\"',;]{4,256})",
+        "group": 1,
+        "guard": "value",
+        "hints": ["pass", "pwd", "secret", "key", "token"],
+        "positive": [
+            "mysql --user root --password hunter22 -h db",
+            "python upload.py --hf-token abcd1234efgh --repo org/model",
+            "launch.sh --api-key 9f8e7d6c5b4a",
+        ],
+        "negative": [
+            "Using --password via the CLI is insecure",
+            "--password-file /run/secrets/db --max-new-tokens 2048",
+            "--pad-token <pad> --api-key $API_KEY",
+            "--eos-token None",
+        ],
     },
     {
         "type": "password",
@@ -340,14 +545,31 @@ RULES: list[dict[str, Any]] = [
     },
     {
         "type": "ipv6",
+        # A compressed address (`::`) must begin with a full group in the ranges hosts get:
+        # 2000::/3 global, fc00::/7 unique local, fe80::/10 link-local, ff00::/8 multicast
+        # (RFC 4291, 4193). `step 10::20`, `Feb::12`, `0A::add` and C++ `c10::` are not addresses.
         "pattern": r"(?i)(?:\b(?:[0-9a-f]{1,4}:){7}[0-9a-f]{1,4}\b"
-        r"|\b(?:[0-9a-f]{1,4}:){1,6}(?::[0-9a-f]{1,4}){1,6}\b)",
+        r"|\b[23f][0-9a-f]{3}:(?:[0-9a-f]{1,4}:){0,5}(?::[0-9a-f]{1,4}){1,6}\b)",
         "group": 0,
         "guard": "ipv6",
         "rule_group": "network",
         "hints": [":"],
-        "positive": ["bind to [fe80::1ff:fe23:4567:890a]:29500", "2001:0db8:85a3:0000:0000:8a2e:0370:7334 unreachable"],
-        "negative": ["c10::Error at 12:34:56", "std::vector<at::Tensor>", "listening on ::1"],
+        "positive": [
+            "bind to [fe80::1ff:fe23:4567:890a]:29500",
+            "2001:0db8:85a3:0000:0000:8a2e:0370:7334 unreachable",
+            "NCCL INFO NET/Socket : Using [0]eth0:fd12:3456:789a:1::1<0>",
+            "connect to [2001:db8::1]:29500 failed",
+            "peer fe80::1 down",
+        ],
+        "negative": [
+            "c10::Error at 12:34:56",
+            "std::vector<at::Tensor>",
+            "listening on ::1",
+            "step 10::20",
+            "Feb::12 rotated",
+            "0A::add",
+            "2024-12-01 03:14:21",
+        ],
     },
     {
         "type": "hostname",
@@ -362,7 +584,15 @@ RULES: list[dict[str, Any]] = [
 
 # Environment names that hold secrets (HF_TOKEN yes; TOKENIZERS_PARALLELISM, MAX_TOKENS no).
 SECRET_NAME_PARTS = frozenset({"SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"})
-SECRET_NAME_PAIRS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET_KEY", "AUTH_KEY", "_PWD")  # bare PWD = cwd
+SECRET_NAME_PAIRS = (
+    "API_KEY",
+    "ACCESS_KEY",
+    "PRIVATE_KEY",
+    "SECRET_KEY",
+    "AUTH_KEY",
+    "KAGGLE_KEY",
+    "_PWD",
+)  # bare PWD = cwd
 
 # Last labels of `name@file.ext` strings that are files, not mail domains.
 FILE_SUFFIXES = frozenset(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.core.models import Candidate, Diagnosis, Evidence, HangLine, Harmless, Unexplained, UnknownStart
+from app.core.times import comparable, span
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 
@@ -18,7 +19,16 @@ def _where(c: Candidate | Evidence | Harmless) -> str:
         parts.append(f"rank {c.rank}")
     if c.time is not None:
         parts.append(c.time.isoformat(sep=" "))
+    if isinstance(c, Candidate) and (since := began_note(c)):
+        parts.append(since)
     return ", ".join(parts)
+
+
+def began_note(c: Candidate) -> str | None:
+    """ "began 03:04:21, 10 min earlier" when the failure's own line dates its start."""
+    if c.began is None or c.time is None or not comparable(c.began, c.time):
+        return None
+    return f"began {c.began.isoformat(sep=' ', timespec='seconds')}, {span((c.time - c.began).total_seconds())} earlier"
 
 
 def _mark(text: str, spans: Iterable[tuple[int, int]]) -> str:
@@ -57,11 +67,19 @@ def _groups(d: Diagnosis) -> tuple[list[Candidate], list[Candidate], list[Candid
     return main, echoes, earlier
 
 
-def render_text(d: Diagnosis) -> str:
-    """What a person reads in a terminal: the initiating failure first, echoes grouped below."""
+def count(n: int, word: str) -> str:
+    """'1 line', '2 lines', '1,024 bytes'."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def render_text(d: Diagnosis, *, base_url: str = "") -> str:
+    """What a person reads in a terminal: the initiating failure first, echoes grouped below.
+
+    With `base_url`, encyclopedia links are full addresses a terminal can open.
+    """
     out: list[str] = []
     several = len(d.input.files) > 1
-    size = f"{d.input.lines:,} lines, {d.input.bytes:,} bytes"
+    size = f"{count(d.input.lines, 'line')}, {count(d.input.bytes, 'byte')}"
     if not d.candidates:
         out.append(f"No known failure found ({size}).")
     main, echoes, earlier = _groups(d)
@@ -98,7 +116,7 @@ def render_text(d: Diagnosis) -> str:
         out += [f"    {_line_label(e, several)} | {_mark(e.text, spans)}" for e, spans in group_evidence(c.evidence)]
         out.append("  fix:")
         out += [f"    {i}. {step}" for i, step in enumerate(c.fix, 1)]
-        out += [f"  verify: {c.verify}", f"  resume: {c.resume}", f"  more: {c.path}"]
+        out += [f"  verify: {c.verify}", f"  resume: {c.resume}", f"  more: {base_url.rstrip('/')}{c.path}"]
     if d.hang:
         out += ["", f"SUSPECT RANK: {d.hang.rank} (the rank the others were waiting for when they timed out)"]
         out.append(f"  why: {d.hang.why}")
@@ -108,13 +126,13 @@ def render_text(d: Diagnosis) -> str:
         ]
     if echoes:
         out += ["", "COLLATERAL (echoes of the failure above):"]
-        out += [f"  - {c.title} [{c.id}] at {_where(c)}, {c.count} lines: {c.why}" for c in echoes]
+        out += [f"  - {c.title} [{c.id}] at {_where(c)}, {count(c.count, 'line')}: {c.why}" for c in echoes]
     if earlier:
         out += ["", "EARLIER TROUBLE (the run went on after it):"]
         out += [f"  - {c.title} [{c.id}] at {_where(c)}: {c.why}" for c in earlier]
     if d.harmless:
         out += ["", "HARMLESS (known lines that look alarming but are not the failure):"]
-        out += [f"  - {h.title} [{h.id}] at {_where(h)}, {h.count} lines: {h.text[:160]}" for h in d.harmless]
+        out += [f"  - {h.title} [{h.id}] at {_where(h)}, {count(h.count, 'line')}: {h.text[:160]}" for h in d.harmless]
     if d.unexplained:
         out += ["", "UNEXPLAINED ERROR LINES:"]
         out += [
@@ -159,7 +177,7 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
         out += [f"Full diagnosis: {permalink}", ""]
     main, echoes, earlier = _groups(d)
     if not d.candidates:
-        out += [f"No known failure found in {d.input.lines:,} lines.", ""]
+        out += [f"No known failure found in {count(d.input.lines, 'line')}.", ""]
     if echoes and not main:
         out += [
             "### Initiating failure: not recognised",
@@ -210,5 +228,5 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
             ]
         )
         out.append("")
-    out.append(f"<sub>library {d.library_version}, {d.input.lines:,} lines read</sub>")
+    out.append(f"<sub>library {d.library_version}, {count(d.input.lines, 'line')} read</sub>")
     return "\n".join(out) + "\n"

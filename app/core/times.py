@@ -3,8 +3,9 @@
 A year-less time is a `Yearless`: a `datetime` whose year is a placeholder (a leap year,
 so 29 February parses) that is never shown. `year_resolver` builds, from the times of a
 whole job, the function that gives each year-less time the year of the job's nearest
-full-date time; with none, the times stay year-less and only the wrap of a job across New
-Year is settled (December before the January that follows it).
+full-date time; with none, the year of when the log was written (its file's modification
+time, when the caller knows it), else the times stay year-less and only the wrap of a job
+across New Year is settled (December before the January that follows it).
 
 In JSON a year-less time is written as ISO 8601's truncated form without a year (XML
 Schema's `gMonthDay`): ``--12-01T03:14:21.618403``. Earlier releases wrote year 1900.
@@ -54,13 +55,48 @@ class Yearless(datetime):
         return f"Yearless({self.isoformat()!r})"
 
 
+# Facts (named captures) that measure how long the failing operation had been running when
+# its line was printed: NCCL's "WorkNCCL(...) ran for 600021 milliseconds", gloo's "Timed out
+# waiting 15000ms". Milliseconds per unit.
+DURATION_FACTS = {"elapsed_ms": 1, "waited_ms": 1}
+
+
+def began(printed: datetime | None, facts: dict[str, str]) -> datetime | None:
+    """When a failure began, dated back from the duration its own line prints (None if it prints none)."""
+    if printed is None:
+        return None
+    for name, unit in DURATION_FACTS.items():
+        value = facts.get(name, "")
+        if value.isdigit() and len(value) <= 12:  # at most ~30 years of milliseconds
+            return printed - timedelta(milliseconds=int(value) * unit)
+    return None
+
+
+def span(seconds: float) -> str:
+    """A duration as people say it: "9 min 48 s", "2 h 5 min", "850 ms"."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    total = round(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")]
+    shown = [f"{n} {unit}" for n, unit in parts if n]
+    return " ".join(shown[:2]) or "0 s"
+
+
 def comparable(a: datetime, b: datetime) -> bool:
     """Whether two log times can be ordered: both with a year, or both without."""
     return isinstance(a, Yearless) == isinstance(b, Yearless)
 
 
-def year_resolver(times: Iterable[datetime]) -> Callable[[datetime], datetime]:
-    """What each time of a job becomes once the job's full-date times lend it a year."""
+def year_resolver(times: Iterable[datetime], written: datetime | None = None) -> Callable[[datetime], datetime]:
+    """What each time of a job becomes once the job's full-date times lend it a year.
+
+    With no full date in the job, `written` (when the log was last written, e.g. its file's
+    modification time, in the same local time the log prints) gives each time the latest
+    year that does not put it after the log was written.
+    """
     full: list[datetime] = []
     yearless: set[tuple[int, int]] = set()
     for t in times:
@@ -72,6 +108,8 @@ def year_resolver(times: Iterable[datetime]) -> Callable[[datetime], datetime]:
         return _same
     if full:
         return _nearest_full(sorted(full))
+    if written is not None:
+        return _before(written.replace(tzinfo=None) - (written.utcoffset() or timedelta(0)))
     return _wrapped(yearless)
 
 
@@ -99,6 +137,28 @@ def _nearest_full(full: list[datetime]) -> Callable[[datetime], datetime]:
                     continue
             cache[t] = min(options, key=lambda o: (distance(o), o)) if options else t
         return cache[t]
+
+    return resolve
+
+
+# A log's clock and its file's may disagree a little (time zones, clock drift).
+WRITTEN_SLACK = timedelta(days=1)
+
+
+def _before(written: datetime) -> Callable[[datetime], datetime]:
+    """Each year-less time in the latest year that keeps it before the log was written."""
+
+    def resolve(t: datetime) -> datetime:
+        if not isinstance(t, Yearless):
+            return t
+        for year in range(written.year, written.year - 8, -1):  # 29 February: the last leap year
+            try:
+                full = t.with_year(year)
+            except ValueError:
+                continue
+            if full <= written + WRITTEN_SLACK:
+                return full
+        return t
 
     return resolve
 

@@ -59,7 +59,7 @@ def usage_by_day(session: Session, *, since: date) -> list[DayUsage]:
     """Diagnoses counted per day and tier since a day, newest first."""
     rows = session.execute(
         select(QuotaUsageRow.day, QuotaUsageRow.tier, func.count(), func.sum(QuotaUsageRow.used))
-        .where(QuotaUsageRow.day >= since, QuotaUsageRow.used > 0)
+        .where(QuotaUsageRow.day >= since, QuotaUsageRow.used > 0, ~QuotaUsageRow.subject.startswith("mail:"))
         .group_by(QuotaUsageRow.day, QuotaUsageRow.tier)
         .order_by(QuotaUsageRow.day.desc(), QuotaUsageRow.tier)
     )

@@ -125,8 +125,9 @@ def spent_message(usage: Usage, upgrade: Tier | None) -> str:
     hours, rest = divmod(usage.seconds_to_reset, 3600)
     wait = f"{hours} h {rest // 60} min" if hours else f"{max(1, rest // 60)} min"
     text = (
-        f"you have used all {usage.limit} diagnoses the {usage.tier.name} tier allows per UTC day; "
-        f"the allowance starts again at {usage.as_dict()['reset']} (in {wait})"
+        f"you have used {'the 1 diagnosis' if usage.limit == 1 else f'all {usage.limit} diagnoses'} "
+        f"the {usage.tier.name} tier allows per UTC day; "
+        f"the allowance starts again at midnight UTC ({usage.reset.strftime('%Y-%m-%d %H:%M')} UTC, in {wait})"
     )
     if upgrade:
         text += f". The {upgrade.name} tier allows {upgrade.daily} a day: {upgrade.how}"

@@ -47,9 +47,49 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+# Providers that deliver name+tag@ to name@, and of those the ones that also ignore dots in the
+# name: their spellings of one mailbox are one account (one verified tier, one allowance).
+PLUS_TAGS = frozenset(
+    {
+        "gmail.com",
+        "googlemail.com",
+        "outlook.com",
+        "hotmail.com",
+        "live.com",
+        "msn.com",
+        "icloud.com",
+        "me.com",
+        "mac.com",
+        "fastmail.com",
+        "fastmail.fm",
+        "proton.me",
+        "protonmail.com",
+        "pm.me",
+    }
+)
+NO_DOTS = frozenset({"gmail.com", "googlemail.com"})
+SAME_DOMAIN = {"googlemail.com": "gmail.com"}
+
+
+def canonical_email(email: str) -> str:
+    """One spelling per mailbox: lower case, and for providers known to ignore them, no plus tag and no dots.
+
+    Other domains keep their tags and dots: a mail server may deliver them to different people.
+    """
+    email = email.strip().lower()
+    name, at, domain = email.rpartition("@")
+    if not at or not name:
+        return email
+    if domain in PLUS_TAGS:
+        name = name.split("+", 1)[0] or name
+    if domain in NO_DOTS:
+        name = name.replace(".", "") or name
+    return f"{name}@{SAME_DOMAIN.get(domain, domain)}"
+
+
 def normalise_email(email: str) -> str:
-    """The form an address is stored and compared in."""
-    return email.strip().lower()
+    """The form an address is stored and compared in (its canonical spelling)."""
+    return canonical_email(email)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +99,7 @@ class Account:
     tier: str
     created_at: datetime
     verified_at: datetime | None
+    is_admin: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +114,7 @@ class ApiKey:
 
 
 def _account(row: AccountRow) -> Account:
-    return Account(row.id, row.email, row.tier, _aware(row.created_at), _aware(row.verified_at))  # type: ignore[arg-type]
+    return Account(row.id, row.email, row.tier, _aware(row.created_at), _aware(row.verified_at), bool(row.is_admin))  # type: ignore[arg-type]
 
 
 def _key(row: ApiKeyRow) -> ApiKey:
@@ -98,17 +139,21 @@ def get_account(session: Session, account_id: str) -> Account | None:
 
 
 def find_account(session: Session, email: str) -> Account | None:
-    """The account with this e-mail address."""
-    row = session.scalars(select(AccountRow).where(AccountRow.email == normalise_email(email))).first()
+    """The account with this e-mail address (in any spelling of its mailbox)."""
+    canonical = normalise_email(email)
+    row = session.scalars(select(AccountRow).where(AccountRow.email == canonical)).first()
+    lowered = email.strip().lower()
+    if row is None and lowered != canonical:  # an account made before addresses were made canonical
+        row = session.scalars(select(AccountRow).where(AccountRow.email == lowered)).first()
     return _account(row) if row else None
 
 
 def ensure_account(session: Session, email: str, *, now: datetime, tier: str = "free") -> Account:
     """The account for an address, created (unverified, on `tier`) if there is none."""
-    email = normalise_email(email)
     found = find_account(session, email)
     if found:
         return found
+    email = normalise_email(email)
     # Created at the same moment by another request: the conflict is ignored and its row is read.
     session.execute(
         insert_ignoring(session, AccountRow).values(id=secrets.token_hex(16), email=email, tier=tier, created_at=now)
@@ -120,10 +165,20 @@ def ensure_account(session: Session, email: str, *, now: datetime, tier: str = "
 
 def set_tier(session: Session, email: str, tier: str) -> Account | None:
     """Put an account on a tier; None if there is no such account."""
-    result = session.execute(
-        update(AccountRow).where(AccountRow.email == normalise_email(email)).values(tier=tier).returning(AccountRow.id)
-    ).first()
-    return get_account(session, result[0]) if result else None
+    found = find_account(session, email)
+    if found is None:
+        return None
+    session.execute(update(AccountRow).where(AccountRow.id == found.id).values(tier=tier))
+    return get_account(session, found.id)
+
+
+def set_admin(session: Session, email: str, admin: bool) -> Account | None:
+    """Grant or withdraw the admin flag (the unknown-failures page); None if there is no such account."""
+    found = find_account(session, email)
+    if found is None:
+        return None
+    session.execute(update(AccountRow).where(AccountRow.id == found.id).values(is_admin=admin))
+    return get_account(session, found.id)
 
 
 def list_accounts(session: Session) -> list[Account]:

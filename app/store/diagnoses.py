@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 from datetime import UTC, datetime
 
@@ -12,6 +13,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.core.models import Diagnosis
+from app.store.learning import record_learning
 from app.store.tables import DiagnosisRow
 
 
@@ -120,6 +122,7 @@ def save_diagnosis(
     )
     session.add(row)
     session.flush()
+    record_learning(session, row.id, diagnosis, created_at)
     # Built from what was written, not read back: parsing the JSON just dumped would only cost time.
     return Record(
         id=row.id,
@@ -181,3 +184,50 @@ def purge_expired(session: Session, *, before: datetime) -> int:
 def count_diagnoses(session: Session) -> int:
     """How many diagnoses are stored."""
     return int(session.scalar(select(func.count()).select_from(DiagnosisRow)) or 0)
+
+
+class Made(BaseModel):
+    """One line of an account's history: a diagnosis it made, and what it found first."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    created_at: datetime
+    input_bytes: int
+    headline: str  # the initiating failure's title, or what the page would say instead
+    failure_id: str | None = None
+
+
+def _headline(diagnosis_json: str) -> tuple[str, str | None]:
+    d = json.loads(diagnosis_json)
+    terminal = [c for c in d.get("candidates", []) if c.get("episode", "terminal") == "terminal"]
+    first = next((c for c in terminal if c.get("role") == "initiating"), None) or next(
+        (c for c in terminal if c.get("role") != "collateral"), None
+    )
+    if first is not None:
+        return str(first["title"]), str(first["id"])
+    if terminal:
+        return "Not recognised (only echoes were found)", None
+    return "No known failure found", None
+
+
+def list_made_by(session: Session, subject: str, *, not_before: datetime | None = None, limit: int = 50) -> list[Made]:
+    """The diagnoses a subject made, newest first (at most `limit`)."""
+    query = select(DiagnosisRow.id, DiagnosisRow.created_at, DiagnosisRow.input_bytes, DiagnosisRow.diagnosis_json)
+    query = query.where(DiagnosisRow.subject == subject)
+    if not_before is not None:
+        query = query.where(DiagnosisRow.created_at >= not_before)
+    rows = session.execute(query.order_by(DiagnosisRow.created_at.desc(), DiagnosisRow.id).limit(limit)).all()
+    made = []
+    for row in rows:
+        headline, failure_id = _headline(row.diagnosis_json)
+        made.append(
+            Made(
+                id=row.id,
+                created_at=_aware(row.created_at),
+                input_bytes=row.input_bytes,
+                headline=headline,
+                failure_id=failure_id,
+            )
+        )
+    return made

@@ -6,6 +6,7 @@ from datetime import date, datetime
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Date,
     DateTime,
@@ -63,6 +64,7 @@ class AccountRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     verified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     last_sign_in_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
 
 
 class LoginTokenRow(Base):
@@ -123,3 +125,54 @@ class ServerSecretRow(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class UnknownLineRow(Base):
+    """A line a stored diagnosis could not explain, as a template (goes with its diagnosis)."""
+
+    __tablename__ = "unknown_lines"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    diagnosis_id: Mapped[str] = mapped_column(ForeignKey("diagnoses.id", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(16), index=True)  # the template's key: the cluster
+    template: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)  # the line as the diagnosis shows it (redacted)
+    kind: Mapped[str] = mapped_column(String(16))  # "start" or "unexplained"
+    library_version: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class UnknownResolutionRow(Base):
+    """A cluster of unknown lines that a later library recognises, and the signature that took it."""
+
+    __tablename__ = "unknown_resolutions"
+
+    key: Mapped[str] = mapped_column(String(16), primary_key=True)
+    signature_id: Mapped[str] = mapped_column(String(100))
+    library_version: Mapped[str] = mapped_column(String(64))
+    resolved_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class DiagnosisFailureRow(Base):
+    """One failure a stored diagnosis named, with its role: what the entry statistics count."""
+
+    __tablename__ = "diagnosis_failures"
+
+    diagnosis_id: Mapped[str] = mapped_column(ForeignKey("diagnoses.id", ondelete="CASCADE"), primary_key=True)
+    signature_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))  # initiating, contributing, collateral
+    caused_by: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class EntryStatRow(Base):
+    """What the service has seen of one failure class, summarised periodically for its page."""
+
+    __tablename__ = "entry_stats"
+
+    signature_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    initiating: Mapped[int] = mapped_column(Integer)  # diagnoses it started, in the window
+    causes_json: Mapped[str] = mapped_column(Text)  # {echo id: diagnoses where it came as this one's echo}
+    caused_by_json: Mapped[str] = mapped_column(Text)  # {cause id: diagnoses where this one echoed it}
+    window_days: Mapped[int] = mapped_column(Integer)
+    computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -12,21 +12,35 @@ import re
 import secrets
 import smtplib
 import ssl
-from datetime import timedelta
+from datetime import datetime, timedelta
 from email.message import EmailMessage
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
+from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
 from app.errors import BadInput, NotReady, TraceloreError
+from app.quota import counters
+from app.quota.tiers import utc_day
 from app.store import accounts as store
 from app.store.accounts import Account
+from app.store.diagnoses import list_made_by
+from app.web.api import not_before
 from app.web.deps import SettingsDep
-from app.web.identity import CSRF_COOKIE, SESSION_COOKIE, check_csrf, clock, secret, session_token, sign
+from app.web.identity import (
+    CSRF_COOKIE,
+    SESSION_COOKIE,
+    anonymous_id,
+    check_csrf,
+    clock,
+    secret,
+    session_token,
+    sign,
+)
 from app.web.quota import tiers, usage_now
 
 log = logging.getLogger("tracelore")
@@ -136,8 +150,65 @@ def _account(request: Request, account: Account, *, new_key: str | None = None, 
     usage = usage_now(request, subject)
     with request.app.state.sessionmaker.begin() as session:
         keys = store.list_api_keys(session, account.id)
-    context = {"account": account, "usage": usage, "keys": keys, "new_key": new_key, "tiers": tiers(request)}
+        made = list_made_by(session, subject.id, not_before=not_before(request.app.state.settings))
+    context = {
+        "account": account,
+        "usage": usage,
+        "keys": keys,
+        "new_key": new_key,
+        "tiers": tiers(request),
+        "made": made,
+    }
     return _page(request, "account.html", context, status=status)
+
+
+MAIL_COUNTER = "sign-in-mail"  # the counters' "tier": kept apart from diagnoses in usage reports
+
+
+class _MailLimit(TraceloreError):
+    status = 429
+    type = "/problems/too-many-sign-in-links"
+    title = "Too many sign-in links"
+
+    def __init__(self, detail: str, *, status: int = 429, retry_after: int | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.retry_after = retry_after
+
+
+def _to_next_hour(now: datetime) -> int:
+    return 3600 - (now.minute * 60 + now.second)
+
+
+def limit_sign_in_mail(session: Session, settings: Settings, *, client: str, now: datetime) -> None:
+    """Count one sign-in e-mail for the client and for the service this UTC hour; raise when either is spent.
+
+    Atomic counters (the daily allowance's), one per hour: a burst from many connections cannot
+    send one e-mail more than the limits.
+    """
+    hour, day = f"{now.hour:02d}", utc_day(now)
+    wait = _to_next_hour(now)
+    mine = counters.consume(
+        session, subject=f"mail:{client}:{hour}", tier=MAIL_COUNTER, day=day, limit=settings.sign_in_mail_per_client
+    )
+    if mine is None:
+        raise _MailLimit(
+            f"{settings.sign_in_mail_per_client} sign-in links were already asked for from this address of yours "
+            f"this hour; try again in {wait // 60 + 1} minutes.",
+            retry_after=wait,
+        )
+    everyone = counters.consume(
+        session, subject=f"mail:all:{hour}", tier=MAIL_COUNTER, day=day, limit=settings.sign_in_mail_per_hour
+    )
+    if everyone is None:
+        log.warning(
+            "sign-in e-mail refused: the service-wide limit of %d an hour is reached", settings.sign_in_mail_per_hour
+        )
+        raise _MailLimit(
+            f"Tracelore has sent too many sign-in e-mails this hour; try again in {wait // 60 + 1} minutes.",
+            status=503,
+            retry_after=wait,
+        )
 
 
 @router.post("/account/sign-in", name="sign_in")
@@ -152,23 +223,28 @@ async def sign_in(request: Request, settings: SettingsDep) -> Response:
         return _page(request, "signin.html", context, status=422)
     now = clock(request)
     lifetime = timedelta(minutes=settings.login_link_minutes)
+    client = anonymous_id(secret(request), request.client.host if request.client else "unknown")
 
-    def create() -> str | None:
+    def create() -> str:
         with request.app.state.sessionmaker.begin() as session:
+            # Counted first (each an atomic write), so on SQLite the transaction holds the write
+            # lock before it reads; a refusal rolls every count back: nothing is sent, nothing counted.
+            limit_sign_in_mail(session, settings, client=client, now=now)
             if store.recent_login_tokens(session, email, since=now - timedelta(hours=1)) >= LINKS_PER_HOUR:
-                return None
+                raise _MailLimit(f"{LINKS_PER_HOUR} sign-in links were already sent to this address in the last hour.")
             return store.create_login_token(session, email, now=now, lifetime=lifetime)
 
-    token = await run_in_threadpool(create)
-    if token is None:
+    try:
+        token = await run_in_threadpool(create)
+    except _MailLimit as refused:
         context = {"tiers": tiers(request), "minutes": settings.login_link_minutes, "email": email}
-        context["error"] = f"{LINKS_PER_HOUR} sign-in links were already sent to this address in the last hour."
-        return _page(request, "signin.html", context, status=429)
+        context["error"] = refused.detail
+        response = _page(request, "signin.html", context, status=refused.status)
+        response.headers["Retry-After"] = str(refused.retry_after or _to_next_hour(now))
+        return response
     link = _link(request, settings, token)
     try:
-        await run_in_threadpool(
-            send_sign_in_mail, settings, to=store.normalise_email(email), link=link, minutes=settings.login_link_minutes
-        )
+        await run_in_threadpool(send_sign_in_mail, settings, to=email, link=link, minutes=settings.login_link_minutes)
     except (OSError, smtplib.SMTPException) as exc:
         log.error("could not send a sign-in e-mail through %s: %s", settings.smtp_host, exc)
         raise NotReady(
@@ -179,15 +255,20 @@ async def sign_in(request: Request, settings: SettingsDep) -> Response:
 
 @router.get("/account/sign-in/{token}", name="sign_in_link")
 def sign_in_link(request: Request, token: str) -> Response:
-    """The page a sign-in link opens: one button that signs in (a GET never spends the link)."""
+    """The page a sign-in link opens: one button that signs in (a GET never spends the link).
+
+    The button posts the token in the form body to /account/session, so the request that
+    spends it names no token in its address (access logs, history).
+    """
     return _page(request, "signin_confirm.html", {"token": token[:200]})
 
 
-@router.post("/account/sign-in/{token}", name="sign_in_confirm")
-async def sign_in_confirm(request: Request, token: str, settings: SettingsDep) -> Response:
+@router.post("/account/session", name="sign_in_confirm")
+async def sign_in_confirm(request: Request, settings: SettingsDep) -> Response:
     """Spend the link: verify the address, create the account if needed, start a session."""
     form = await request.form(**FORM_LIMITS)
     check_csrf(request, form)
+    token = str(form.get("token") or "")[:200]
     now = clock(request)
 
     def use() -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,7 @@ from starlette.datastructures import URLPath
 from app.config import Settings
 from app.core.models import entry_path
 from app.core.signature import Signature
-from app.errors import NotFound, NotReady
+from app.errors import Forbidden, NotFound, NotReady, Unauthorized
 from app.store.diagnoses import Record, Window, get_diagnosis, get_log, save_diagnosis
 from app.web import quota
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, Subject, SubjectDep
@@ -120,8 +121,8 @@ async def diagnose_request(
     gate.check()  # refuse before reading a body we could not serve
     tier = await quota.admit(request, subject)  # a spent allowance is refused before the body is read
     upload = await read_upload(request, limit=tier.max_log_bytes)
+    quota.read(request)
     try:
-        await quota.charge(request, subject)  # counted only once the log is read and within bounds
         analysis = await run_analysis(
             gate,
             upload.file,
@@ -135,21 +136,21 @@ async def diagnose_request(
             redactor=request.app.state.redactor,
         )
     except BaseException as exc:
-        raise await quota.refund(request, exc) from None
+        raise quota.uncounted(request, exc) from None
     finally:
         upload.close()
     return analysis, upload.store is not False
 
 
 def save_committed(request: Request, analysis: Analysis, subject: Subject) -> Record:
-    """Save a diagnosis in its own short transaction, committed before this returns (blocking).
+    """Count and save a diagnosis in one short transaction, committed before this returns (blocking).
 
-    Nothing else runs between the INSERT and the COMMIT, so the database's write lock is held
-    for the statement alone (SQLite has one for the whole file) and a failed commit raises here,
-    where the caller can give the count back.
+    The count and the row commit together: a process killed at any moment leaves no diagnosis
+    counted that was not stored. Nothing else runs between the first write and the COMMIT, so
+    the database's write lock is held for two statements (SQLite has one for the whole file).
     """
     with request.app.state.sessionmaker.begin() as session:
-        return save_diagnosis(
+        record = save_diagnosis(
             session,
             diagnosis=analysis.diagnosis,
             windows=analysis.windows,
@@ -160,11 +161,18 @@ def save_committed(request: Request, analysis: Analysis, subject: Subject) -> Re
             created_at=datetime.now(UTC),
             log_gz=analysis.log_gz,
         )
+        # Counted last: on PostgreSQL the subject's counter row stays locked until the commit.
+        usage = quota.count(session, request, subject)
+    quota.counted(request, usage)
+    return record
 
 
 async def store_analysis(request: Request, analysis: Analysis, subject: Subject) -> Record:
-    """Save and commit a diagnosis off the event loop; the row is there once this returns."""
-    return await run_in_threadpool(save_committed, request, analysis, subject)
+    """Count, save and commit a diagnosis off the event loop; the row is there once this returns."""
+    try:
+        return await run_in_threadpool(save_committed, request, analysis, subject)
+    except Exception as exc:
+        raise quota.uncounted(request, exc) from exc
 
 
 @router.post(
@@ -198,12 +206,10 @@ async def create_diagnosis(
         request, settings=settings, library=library, metrics=metrics, top=top, subject=subject
     )
     if store is False or not body_store:
+        await quota.count_alone(request, subject)
         response.status_code = 200
         return DiagnosisRecord.model_validate(analysis.diagnosis.model_dump())
-    try:
-        record = await store_analysis(request, analysis, subject)
-    except Exception as exc:
-        raise await quota.refund(request, exc) from exc
+    record = await store_analysis(request, analysis, subject)
     response.headers["Location"] = diagnosis_url(request, "read_diagnosis", record.id)
     if record.delete_token:  # shown once; only its hash is stored
         response.headers["X-Delete-Token"] = record.delete_token
@@ -302,7 +308,20 @@ def readyz(request: Request, library: LibraryDep) -> Status:
     return Status(status="ready", checks={"database": "ok", "library": f"{len(library)} signatures"})
 
 
-@ops.get("/metrics", response_class=PlainTextResponse)
-def metrics_text(metrics: MetricsDep) -> PlainTextResponse:
-    """Prometheus metrics of this process."""
+def _check_metrics_token(request: Request, settings: Settings) -> None:
+    """Let only the holder of TRACELORE_METRICS_TOKEN read the metrics (routes, rejections, load)."""
+    if not settings.metrics_token:
+        raise Forbidden("metrics are not served: set TRACELORE_METRICS_TOKEN and send it as `Authorization: Bearer`")
+    scheme, _, sent = request.headers.get("authorization", "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(sent.strip().encode(), settings.metrics_token.encode()):
+        raise Unauthorized(
+            "/metrics needs `Authorization: Bearer <TRACELORE_METRICS_TOKEN>`",
+            headers={"WWW-Authenticate": 'Bearer realm="tracelore-metrics"'},
+        )
+
+
+@ops.get("/metrics", response_class=PlainTextResponse, responses={401: _PROBLEM, 403: _PROBLEM})
+async def metrics_text(request: Request, metrics: MetricsDep, settings: SettingsDep) -> PlainTextResponse:
+    """Prometheus metrics of this process, for the holder of the metrics token."""
+    _check_metrics_token(request, settings)
     return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio.to_thread
 import fastapi_offline
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -27,8 +27,9 @@ from app.core.redact import Redactor
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import purge_expired
-from app.web import accounts, api, encyclopedia, evidence, pages, quota, retention
-from app.web.identity import csrf_token
+from app.web import accounts, api, encyclopedia, evidence, learning, openapi, pages, quota, retention
+from app.web.access_log import install_access_log_filter
+from app.web.identity import check_form_origin, csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
 from app.web.security import SecurityHeadersMiddleware
@@ -63,6 +64,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(retention.purge_periodically, app.state.sessionmaker, app.state.settings)
+            tasks.start_soon(learning.learn_periodically, app)
             try:
                 yield
             finally:
@@ -74,13 +76,19 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 def _add_docs(app: FastAPI) -> None:
     @app.get("/docs", include_in_schema=False)
     def swagger() -> HTMLResponse:
-        return get_swagger_ui_html(
+        page = get_swagger_ui_html(
             openapi_url="/openapi.json",
             title="Tracelore API",
             swagger_js_url="/static/docs/swagger-ui-bundle.js",
             swagger_css_url="/static/docs/swagger-ui.css",
             swagger_favicon_url="/static/docs/favicon.png",
         )
+        # A way back to the site above the reference (markup only: the page's CSP hashes its scripts).
+        back = (
+            b'<body>\n<nav aria-label="Site"><a href="/">Tracelore</a> \xc2\xb7 '
+            b'<a href="/failures/">Failure encyclopedia</a></nav>'
+        )
+        return HTMLResponse(bytes(page.body).replace(b"<body>", back, 1))
 
     @app.get("/redoc", include_in_schema=False)
     def redoc() -> HTMLResponse:
@@ -103,6 +111,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
         lifespan=_lifespan,
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(check_form_origin)],  # every form, present and future, is checked alike
     )
     app.state.settings = settings
     app.state.engine = make_engine(settings.effective_database_url)
@@ -111,10 +120,13 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.metrics = Metrics()
     app.state.gate = Gate(settings.max_in_flight, settings.retry_after)
     app.state.redactor = Redactor(network=settings.redact_network)
+    install_access_log_filter(app.state.redactor)
     app.state.templates = make_templates()
     app.state.templates.env.globals["csrf_token"] = csrf_token
+    app.state.templates.env.globals["samples"] = pages.SAMPLES  # the encyclopedia's paste box offers them too
     app.state.clock = utcnow  # tests put another clock here to move between UTC days
     app.state.encyclopedia = encyclopedia.Encyclopedia(app.state.library, app.state.templates.env)
+    app.state.seen = {}  # entry statistics, replaced whole by the periodic summary (app.web.learning)
     install_problem_handlers(app)
     # Before api.router: its /signatures/{signature_id} would take "prefilter.json".
     app.include_router(evidence.router, prefix="/api/v1", tags=["signatures"])
@@ -125,10 +137,12 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.include_router(pages.router, include_in_schema=False)
     app.include_router(retention.pages, include_in_schema=False)
     app.include_router(accounts.router, include_in_schema=False)
+    app.include_router(learning.router, include_in_schema=False)
     app.include_router(encyclopedia.router, include_in_schema=False)
     app.mount("/static/docs", StaticFiles(directory=DOCS_ASSETS), name="docs_assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _add_docs(app)
+    openapi.install(app)
     app.add_middleware(quota.QuotaHeadersMiddleware)
     app.add_middleware(accounts.CsrfCookieMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)

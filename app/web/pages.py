@@ -8,21 +8,25 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import PlainTextResponse, RedirectResponse, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
 
 from app.core.models import Candidate, Diagnosis
 from app.errors import NotFound, TraceloreError
 from app.store.diagnoses import Record, Window, get_diagnosis
 from app.web.api import diagnose_request, diagnosis_url, not_before, store_analysis
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
-from app.web.identity import Subject, check_origin
-from app.web.quota import quota_upgrade, refund, usage_for_page
+from app.web.formback import FormBack, form_back
+from app.web.identity import Subject
+from app.web.quota import quota_upgrade, usage_for_page
 from app.web.retention import remember_delete_token
+from app.web.timeline import job_picture
 from app.web.upload import human_bytes
 
 router = APIRouter()
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ def _home(
     *,
     text: str = "",
     error: str | None = None,
+    error_title: str | None = None,
+    back: FormBack | None = None,
     status: int = 200,
     headers: dict[str, str] | None = None,
     subject: Subject | None = None,
@@ -67,8 +73,10 @@ def _home(
         "home.html",
         {
             "samples": SAMPLES,
-            "text": text,
+            "text": back.text if back else text,
             "error": error,
+            "error_title": error_title,
+            "back": back,
             "limit": human_bytes(_log_limit(request, settings)),
             "retention_days": settings.retention_days,
             "store_log": settings.store_log,
@@ -89,6 +97,14 @@ def home(request: Request, settings: SettingsDep, subject: SubjectDep, sample: s
     return _home(request, settings, text=_sample_text(sample) if sample else "", subject=subject)
 
 
+@router.get("/favicon.ico", name="favicon")
+def favicon() -> FileResponse:
+    """The icon browsers ask for on every page, whatever the page's <link rel=icon> says."""
+    return FileResponse(
+        STATIC_DIR / "favicon.ico", media_type="image/x-icon", headers={"Cache-Control": "max-age=86400"}
+    )
+
+
 @router.get("/samples/{name}.log", name="sample_log")
 def sample_log(name: str) -> PlainTextResponse:
     """A bundled sample log, as text."""
@@ -104,20 +120,28 @@ async def diagnose_form(
     subject: SubjectDep,
 ) -> Response:
     """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
-    check_origin(request)
     try:
         analysis, _ = await diagnose_request(
             request, settings=settings, library=library, metrics=metrics, top=None, subject=subject
         )
+        record = await store_analysis(request, analysis, subject)  # counted here, with the row
     except TraceloreError as exc:
         if exc.status == 503 or exc.status >= 500:
             raise
         metrics.rejection(exc.type.rsplit("/", 1)[-1])
-        return _home(request, settings, error=exc.detail, status=exc.status, headers=exc.headers, subject=subject)
-    try:
-        record = await store_analysis(request, analysis, subject)
-    except Exception as exc:
-        raise await refund(request, exc) from exc
+        back = await form_back(request, cap=PREFILL_LIMIT)  # a refusal never empties the box
+        if getattr(request.state, "quota", None) is None:
+            request.state.quota = await run_in_threadpool(usage_for_page, request, subject)
+        return _home(
+            request,
+            settings,
+            error=exc.detail,
+            error_title=exc.title,
+            back=back,
+            status=exc.status,
+            headers=exc.headers,
+            subject=subject,
+        )
     response = RedirectResponse(diagnosis_url(request, "diagnosis_page", record.id), status_code=303)
     remember_delete_token(response, record, settings, secure=request.url.scheme == "https")
     return response
@@ -159,19 +183,78 @@ def _context(windows: list[Window], candidate: Candidate) -> list[Window]:
     return [w for w in windows if any(wl.no in lines for wl in w.lines)]
 
 
+@dataclass(frozen=True)
+class Context:
+    """A candidate's log context on the page: the windows shown with it, and those shown earlier."""
+
+    windows: list[Window]
+    shown_with: list[Candidate]  # earlier candidates on the page that already show the rest
+
+
+def _contexts(record: Record, order: list[Candidate]) -> dict[int, Context]:
+    """Each window of log context once on the page, with the first candidate (in page order) it belongs to.
+
+    Echoes on many ranks share the lines around them: repeating the same window under each
+    echo made the page long and said nothing new.
+    """
+    owner: dict[tuple[str | None, int], Candidate] = {}
+    out: dict[int, Context] = {}
+    for c in order:
+        mine, elsewhere = [], []
+        for w in _context(record.windows, c):
+            key = (w.file, w.lines[0].no if w.lines else 0)
+            if key in owner:
+                if owner[key] not in elsewhere:
+                    elsewhere.append(owner[key])
+            else:
+                owner[key] = c
+                mine.append(w)
+        out[id(c)] = Context(mine, elsewhere)
+    return out
+
+
+def ranks_text(ranks: list[int]) -> str:
+    """Ranks as runs: [0, 1, 2, 3, 7] -> '0–3, 7'."""
+    runs: list[list[int]] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}–{b}" for a, b in runs)
+
+
+def shown_ranks(candidate: Candidate) -> tuple[list[int], list[int]]:
+    """The ranks whose lines the page shows for a candidate, and the ranks it was seen on without them.
+
+    A candidate keeps a few evidence lines (one per pattern, then one per rank up to a cap), while
+    `ranks` lists every rank it was seen on; the page names the two apart so that a rank it names
+    with "lines on" is one whose line is there.
+    """
+    shown = sorted({e.rank for e in candidate.evidence if e.rank is not None})
+    return shown, sorted(set(candidate.ranks) - set(shown))
+
+
 def page_context(record: Record) -> dict[str, Any]:
     """What diagnosis.html needs, grouped the way a person reads it."""
     d = record.diagnosis
     terminal = [c for c in d.candidates if c.episode == "terminal"]
     main = [c for c in terminal if c.role != "collateral"]
+    timeline = _timeline(d)
+    echoes = [c for c in terminal if c.role == "collateral"]
+    earlier = [c for c in d.candidates if c.episode == "earlier"]
+    contexts = _contexts(record, [*main, *echoes, *earlier])
     return {
         "record": record,
         "d": d,
         "main": main,
-        "echoes": [c for c in terminal if c.role == "collateral"],
-        "earlier": [c for c in d.candidates if c.episode == "earlier"],
-        "timeline": _timeline(d),
-        "context_for": lambda c: _context(record.windows, c),
+        "echoes": echoes,
+        "earlier": earlier,
+        "timeline": timeline,
+        "picture": job_picture(d, timeline),
+        "context_for": lambda c: contexts[id(c)] if id(c) in contexts else Context(_context(record.windows, c), []),
+        "shown_ranks": shown_ranks,
+        "ranks_text": ranks_text,
     }
 
 

@@ -1,15 +1,21 @@
-"""Daily allowances on the web: check before reading a body, count atomically before diagnosing, give back
-a count whose diagnosis failed on our side, and put the rate-limit headers on every counted response."""
+"""Daily allowances on the web: check before reading a body, count atomically in the transaction that
+stores the diagnosis, and put the rate-limit headers on every counted response.
+
+Counting and storing commit together, so a process killed at any moment leaves no diagnosis
+counted that was not stored (nor one stored that was not counted). The price: requests admitted
+together while the allowance has room left may all be diagnosed, and the ones over it are refused
+when they are counted (429) after the work; the allowance itself is never exceeded.
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-import anyio
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import NotReady, QuotaSpent, TraceloreError
@@ -80,50 +86,58 @@ async def admit(request: Request, subject: Subject) -> Tier:
     if usage.used >= usage.limit:
         request.state.quota = usage
         raise spent(request, usage)
+    request.state.admitted = usage
     return usage.tier
 
 
-async def charge(request: Request, subject: Subject) -> Usage:
-    """Count one diagnosis atomically; raise the 429 if the allowance is spent."""
+def read(request: Request) -> None:
+    """The log is read and within bounds: from here on, answers say where the caller stands."""
+    admitted = getattr(request.state, "admitted", None)
+    if isinstance(admitted, Usage):
+        request.state.quota = admitted
+        request.state.read = True
+
+
+def count(session: Session, request: Request, subject: Subject) -> Usage:
+    """Count one diagnosis in the caller's transaction (blocking); raise the 429 if the allowance is spent.
+
+    Run it in the transaction that stores the diagnosis, so both commit or neither, and pass
+    what it returns to `counted` once that transaction has committed.
+    """
     tier = tier_of(request, subject)
     now = clock(request)
-
-    def consume() -> int | None:
-        try:
-            with request.app.state.sessionmaker.begin() as session:
-                return counters.consume(session, subject=subject.id, tier=tier.name, day=utc_day(now), limit=tier.daily)
-        except SQLAlchemyError as exc:
-            raise _unreachable(exc) from None
-
-    used = await run_in_threadpool(consume)
+    used = counters.consume(session, subject=subject.id, tier=tier.name, day=utc_day(now), limit=tier.daily)
     if used is None:
         request.state.quota = Usage(tier=tier, used=tier.daily, now=now)
         raise spent(request, request.state.quota)
-    request.state.quota = Usage(tier=tier, used=used, now=now)
-    request.state.charged = (subject.id, utc_day(now))
-    return request.state.quota  # type: ignore[no-any-return]
+    return Usage(tier=tier, used=used, now=now)
 
 
-async def refund(request: Request, exc: BaseException) -> BaseException:
-    """Give back the count of this request after a failure, and say so; returns the error to raise."""
-    charged = getattr(request.state, "charged", None)
-    if charged is None:
-        return exc
-    request.state.charged = None
-    subject, day = charged
+def counted(request: Request, usage: Usage) -> None:
+    """Record a committed count: the answer's headers say so."""
+    request.state.quota = usage
+    request.state.counted = True
 
-    def give_back() -> None:
-        with request.app.state.sessionmaker.begin() as session:
-            counters.refund(session, subject=subject, day=day)
 
-    with anyio.CancelScope(shield=True):
+async def count_alone(request: Request, subject: Subject) -> None:
+    """Count a diagnosis that is not stored, in a transaction of its own."""
+
+    def run() -> Usage:
         try:
-            await run_in_threadpool(give_back)
-        except Exception:  # the failure being reported matters more than the refund
-            log.exception("could not give back a counted diagnosis")
-            return exc
-    usage: Usage = request.state.quota
-    request.state.quota = Usage(tier=usage.tier, used=max(0, usage.used - 1), now=usage.now)
+            with request.app.state.sessionmaker.begin() as session:
+                return count(session, request, subject)
+        except SQLAlchemyError as exc:
+            raise _unreachable(exc) from None
+
+    counted(request, await run_in_threadpool(run))
+
+
+def uncounted(request: Request, exc: BaseException) -> BaseException:
+    """The error to raise for a request that failed once its log was read: it says it was not counted."""
+    if getattr(request.state, "counted", False) or not getattr(request.state, "read", False):
+        return exc
+    if isinstance(exc, QuotaSpent):
+        return exc
     if isinstance(exc, TraceloreError):
         exc.detail = f"{exc.detail}. {NOT_CHARGED}" if not exc.detail.endswith(".") else f"{exc.detail} {NOT_CHARGED}"
         exc.extra["charged"] = False

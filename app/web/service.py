@@ -20,11 +20,11 @@ from app.core.library import Library
 from app.core.models import Diagnosis
 from app.core.reader import decode, iter_chunks, strip_ansi
 from app.core.redact import DEFAULT, Redactor, count_placeholders
-from app.errors import NotText, Overloaded
+from app.core.sniff import SNIFF, check_text
+from app.errors import Overloaded
 from app.store.diagnoses import Window, WindowLine
 from app.web.metrics import Metrics
 
-SNIFF = 64 << 10  # bytes looked at to tell text from binary
 MAX_WINDOW_LINES = 2000  # context lines kept per diagnosis, whatever the evidence
 
 
@@ -87,24 +87,6 @@ class Analysis:
     input_bytes: int
     input_sha256: str
     log_gz: bytes | None
-
-
-def check_text(head: bytes) -> None:
-    """Refuse data that is not a text log, with a message that says what it looks like."""
-    if head.startswith(b"\x1f\x8b"):
-        raise NotText(
-            "the log is gzip-compressed; send it with Content-Type: application/gzip or Content-Encoding: gzip"
-        )
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise NotText("the log is UTF-16 encoded; convert it first: `iconv -f UTF-16 -t UTF-8 train.log`")
-    if head.startswith(b"PK\x03\x04"):
-        raise NotText("zip archives are not accepted; send the log itself (gzip is fine)")
-    if not head:
-        return
-    nul = head.count(b"\x00")
-    replaced = head.decode("utf-8", errors="replace").count("\ufffd")
-    if nul > len(head) // 100 or replaced > len(head) // 20:
-        raise NotText("this looks like binary data, not a text log (too many NUL bytes or invalid UTF-8)")
 
 
 def _hash(file: IO[bytes]) -> tuple[int, str]:

@@ -21,6 +21,7 @@ import jinja2
 from app.core.library import Library
 from app.core.signature import Signature
 from app.errors import BadInput, NotFound
+from app.store.learning import EntryStats
 from app.web import entries
 from app.web.schemas import SignatureEntry
 from app.web.search import MAX_QUERY, Results
@@ -164,8 +165,8 @@ class Site:
             ),
         )
 
-    def render_entry(self, sig_id: str, links: Links, *, base: str = "") -> str:
-        """One entry page, every section its signature file has."""
+    def render_entry(self, sig_id: str, links: Links, *, base: str = "", seen: EntryStats | None = None) -> str:
+        """One entry page, every section its signature file has (and what the service has seen of it)."""
         sig = self.signature(sig_id)
         canonical = links.absolute(base, "entry", sig.id) if base else None
         related = self.related[sig.id]
@@ -195,6 +196,7 @@ class Site:
             paragraphs=lambda text: entries.paragraphs(text, link=link),
             highlight_code=self.highlight,
             measured=self.library.measured.get(sig.id),
+            seen=seen,
             excerpts=entries.excerpts(sig),
         )
 

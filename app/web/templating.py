@@ -2,20 +2,47 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
 from app.core.fill import template
-from app.core.models import Evidence
-from app.core.times import Yearless
+from app.core.models import Candidate, Evidence
+from app.core.times import Yearless, comparable, span
 from app.resources import resource_dir
 from app.web.upload import human_bytes
 
 TEMPLATES = resource_dir("templates")
+
+
+# Characters that change how text around them reads without showing themselves: bidi overrides
+# and isolates (U+202E turns `exe.txt` into `txt.exe`), zero-width and format characters
+# (U+200B, U+FEFF), control characters, line and paragraph separators.
+_HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"}
+
+
+def _shown(ch: str) -> str:
+    point = ord(ch)
+    name = unicodedata.name(ch, "").lower() or "control or unassigned character"
+    shown = f"\\u{point:04x}" if point <= 0xFFFF else f"\\U{point:08x}"
+    return f'<span class="esc" title="U+{point:04X} {escape(name)}">{shown}</span>'
+
+
+def visible(text: str) -> Markup:
+    """Text escaped for HTML, every invisible or reordering character shown as a `\\uXXXX` escape."""
+    if text.replace("\t", " ").isprintable():  # nearly every log line: no character to show
+        return Markup(escape(text))
+    out = []
+    for ch in text:
+        if ch != "\t" and unicodedata.category(ch) in _HIDDEN:
+            out.append(_shown(ch))
+        else:
+            out.append(str(escape(ch)))
+    return Markup("".join(out))
 
 
 def highlight(evidence: Evidence) -> Markup:
@@ -24,8 +51,8 @@ def highlight(evidence: Evidence) -> Markup:
     start, end = evidence.span
     start, end = max(0, min(start, len(text))), max(0, min(end, len(text)))
     if end <= start:
-        return Markup(escape(text))
-    return Markup(f"{escape(text[:start])}<mark>{escape(text[start:end])}</mark>{escape(text[end:])}")
+        return visible(text)
+    return Markup(f"{visible(text[:start])}<mark>{visible(text[start:end])}</mark>{visible(text[end:])}")
 
 
 @dataclass(frozen=True)
@@ -62,9 +89,9 @@ def marked(text: str, spans: Iterable[tuple[int, int]]) -> Markup:
             merged.append([start, end])
     out, pos = [], 0
     for start, end in merged:
-        out.append(f"{escape(text[pos:start])}<mark>{escape(text[start:end])}</mark>")
+        out.append(f"{visible(text[pos:start])}<mark>{visible(text[start:end])}</mark>")
         pos = end
-    out.append(str(escape(text[pos:])))
+    out.append(str(visible(text[pos:])))
     return Markup("".join(out))
 
 
@@ -79,13 +106,41 @@ def when(value: datetime | None) -> str:
     )
 
 
+def began_gap(c: Candidate) -> str:
+    """How long before its line a failure began ("10 min"), when both times can be compared."""
+    if c.began is None or c.time is None or not comparable(c.began, c.time):
+        return ""
+    return span((c.time - c.began).total_seconds())
+
+
+def reset_time(value: datetime) -> Markup:
+    """A UTC moment the reader's browser rewrites in their own time (tracelore.js); UTC without it."""
+    utc = value.astimezone(UTC)
+    iso = utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    shown = "midnight UTC" if (utc.hour, utc.minute) == (0, 0) else utc.strftime("%H:%M UTC")
+    return Markup(f'<time class="local" datetime="{escape(iso)}">{escape(shown)}</time>')
+
+
+def sentence(text: str | None) -> str:
+    """A problem's detail as a sentence: capital first letter, final full stop."""
+    text = (text or "").strip()
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?" else text + "."
+
+
 def make_templates() -> Jinja2Templates:
     """The page templates with Tracelore's filters."""
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["highlight"] = highlight
     templates.env.filters["by_line"] = by_line
     templates.env.filters["marked"] = marked
+    templates.env.filters["visible"] = visible
     templates.env.filters["when"] = when
+    templates.env.filters["began_gap"] = began_gap
     templates.env.filters["bytes"] = human_bytes
+    templates.env.filters["sentence"] = sentence
+    templates.env.globals["reset_time"] = reset_time
     templates.env.filters["template"] = template  # a fix text's optional parts shown as written
     return templates

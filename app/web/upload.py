@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tempfile
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -22,7 +23,7 @@ import anyio.to_thread
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from python_multipart.multipart import parse_options_header
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from app.core.excerpt import Excerpt
@@ -31,6 +32,9 @@ from app.errors import BadInput, Invalid, TooLarge, UnsupportedType
 READ_CHUNK = 64 << 10  # decompressed bytes produced per step
 SPOOL_MEMORY = 1 << 20  # a body stays in memory up to this size, then goes to a temporary file
 ENVELOPE = 1 << 20  # multipart framing allowed on top of the log size
+# The largest line number or size a request may give: the largest integer every JSON client
+# (JavaScript's Number) holds exactly, and far beyond any real log.
+MAX_COUNT = 2**53 - 1
 
 TEXT_TYPES = {"", "text/plain", "text/x-log", "application/octet-stream"}
 GZIP_TYPES = {"application/gzip", "application/x-gzip"}
@@ -40,11 +44,13 @@ ACCEPTED = "text/plain, application/gzip, application/json or multipart/form-dat
 
 
 def human_bytes(n: int) -> str:
-    """1048576 -> '1 MiB'."""
+    """1048576 -> '1 MiB'; any integer, however large (a stored diagnosis may hold one)."""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
-            value = n / size
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+            # Integer arithmetic: n / size overflows a float past about 10**308.
+            tenths = (n * 10 + size // 2) // size
+            whole, tenth = divmod(tenths, 10)
+            return f"{whole} {unit}" if tenth == 0 else f"{whole}.{tenth} {unit}"
     return f"{n} bytes"
 
 
@@ -62,7 +68,7 @@ class ExcerptLine(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    line: int = Field(ge=1, description="1-based line number in the original log")
+    line: int = Field(ge=1, le=MAX_COUNT, description="1-based line number in the original log")
     text: str = Field(description="the line, without its newline")
 
 
@@ -75,8 +81,8 @@ class JsonUpload(BaseModel):
     excerpt: list[ExcerptLine] | None = Field(
         None, description="lines picked out of a larger log, in order, with their original numbers"
     )
-    total_lines: int | None = Field(None, ge=0, description="with `excerpt`: lines in the original log")
-    total_bytes: int | None = Field(None, ge=0, description="with `excerpt`: size of the original log")
+    total_lines: int | None = Field(None, ge=0, le=MAX_COUNT, description="with `excerpt`: lines in the original log")
+    total_bytes: int | None = Field(None, ge=0, le=MAX_COUNT, description="with `excerpt`: size of the original log")
     name: str | None = Field(None, max_length=1000, description="with `excerpt`: the original file name")
     store: bool | None = Field(None, description="keep a permalink (default true)")
     top: int | None = Field(None, ge=1, le=100, description="at most this many candidates")
@@ -347,8 +353,42 @@ async def _read_json(body: AsyncIterator[bytes]) -> Upload:
     return Upload(io.BytesIO(log), store=request.store, top=request.top)
 
 
+class _StrictMultiPartParser(MultiPartParser):
+    """Starlette's parser, refusing what it would otherwise misread as a form without a file.
+
+    A body cut before its closing boundary parses without error (the last part is dropped), and
+    a part named only by `filename*=` (RFC 7578 forbids it in forms) is taken for a text field.
+    """
+
+    ended = False
+
+    def on_headers_finished(self) -> None:
+        disposition = (self._current_part.content_disposition or b"").lower()
+        if b"filename*" in disposition and not _PLAIN_FILENAME.search(disposition):
+            raise MultiPartException(
+                "a part names its file only with `filename*=`, which multipart/form-data does not use "
+                '(RFC 7578); send `filename="train.log"`'
+            )
+        super().on_headers_finished()
+
+    def on_end(self) -> None:
+        self.ended = True
+
+    async def parse(self) -> FormData:
+        form = await super().parse()
+        if not self.ended:
+            for file in self._files_to_close_on_error:  # the cut part's file is in no form item
+                file.close()
+            await form.close()
+            raise MultiPartException("the body ends before its closing boundary; the upload was cut short")
+        return form
+
+
+_PLAIN_FILENAME = re.compile(rb"(?:^|;)\s*filename\s*=")
+
+
 async def _read_multipart(request: Request, body: AsyncIterator[bytes], limit: int) -> Upload:
-    parser = MultiPartParser(request.headers, body, max_files=1, max_fields=8, max_part_size=limit)
+    parser = _StrictMultiPartParser(request.headers, body, max_files=1, max_fields=8, max_part_size=limit)
     try:
         form = await parser.parse()
     except MultiPartException as exc:

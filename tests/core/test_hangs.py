@@ -118,3 +118,26 @@ def test_the_ci_formats_mention_the_suspect_with_the_initiating_failure(shipped_
     assert run["properties"]["hang"]["rank"] == 0
     assert 'name="suspect_rank" value="0"' in render_junit(d)
     assert "Suspect rank: 0" in render_github(d).splitlines()[0]
+
+
+def test_the_rank_that_stopped_logging_before_the_collective_began_is_the_suspect(shipped_library: Library) -> None:
+    # Every rank logs its steps with times; rank 2 blocks at step 8. Ranks 1 and 3 time out
+    # (gloo, 15 s) and rank 0 sees its pair closed, so no rule of the waiting lines tells:
+    # two ranks never report a timeout. rank2.log ends at step 7, before the collective began.
+    d = _diagnose("gen-dist-per-rank-hang-logged", shipped_library)
+    assert d.initiating is not None and d.initiating.id == "dist.gloo_timeout"
+    assert d.hang is not None and d.hang.rank == 2
+    assert d.hang.why.startswith("rank 2's log stops at 2026-12-01 16:41:27.990, 329 ms before the collective")
+    assert "ranks 0, 1, 3 logged until at least 2026-12-01 16:41:43" in d.hang.why
+    (last,) = d.hang.evidence
+    assert (last.file, last.line, last.rank) == ("rank2.log", 8, 2) and "step    7" in last.text
+    for order in itertools.permutations(load_case(CASES / "gen-dist-per-rank-hang-logged").logs):
+        again = diagnose_many([(p.name, p) for p in order], shipped_library, threads=1)
+        assert again.hang == d.hang
+
+
+def test_a_rank_quiet_from_the_start_is_not_taken_for_the_one_that_stopped(shipped_library: Library) -> None:
+    # Only rank 1 of gen-dist-per-rank-hang reports (with no times at all): the rule needs times
+    # and when the collective began, so the suspect comes from the waiting lines alone.
+    d = _diagnose("gen-dist-per-rank-hang", shipped_library)
+    assert d.hang is not None and "stops at" not in d.hang.why

@@ -98,7 +98,8 @@ def test_a_file_without_rank_prefixes_takes_its_rank_from_its_name(shipped_libra
     renamed = tmp_path / "node1-worker-5.out"
     shutil.copyfile(case / "rank0.log", renamed)
     scans = scan_sources([("node1-worker-5.out", renamed), ("x.log", case / "rank1.log")], shipped_library)
-    assert [file_rank(s) for s in scans] == [(5, True), (1, False)]
+    # Both files hold one rank each: by name, and by the only rank its prefixes show.
+    assert [file_rank(s) for s in scans] == [(5, True), (1, True)]
 
 
 def test_shuffled_orders_are_deterministic_and_cover_reversal() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import regex
 
 from app.core.library import Library
-from app.core.matcher import FileScan, matching_lines, scan_file
+from app.core.matcher import KEEP_FIRST, KEEP_LINES, FileScan, matching_lines, scan_file
 from app.core.reader import Block, Chunk, count_newlines, iter_blocks, iter_chunks
 from bench.loggen import generate
 from tests.core.conftest import library, signature
@@ -131,3 +131,47 @@ def test_a_small_file_and_a_stream_are_read_as_chunks(tmp_path: Path) -> None:
 def test_count_newlines_counts_in_place(tmp_path: Path) -> None:
     data = b"x\n" * 1000 + b"\r\n\n" + bytes(range(256))
     assert count_newlines(memoryview(data)) == data.count(b"\n")
+
+
+def _scan_dense(lib: Library, data: bytes, *, block: int, threads: int) -> FileScan:
+    return scan_file(lib, iter_chunks(io.BytesIO(data), block=block), name="a", index=0, threads=threads)
+
+
+def test_a_match_dense_log_is_read_only_as_far_as_the_file_needs() -> None:
+    lib = library(signature("t.nccl", ("version", r"NCCL version (?P<nccl_version>\d+\.\d+\.\d+)", 0.5)))
+    (mine,) = [i for i, rules in enumerate(lib.rules) if any(r.signature == "t.nccl" for r in rules)]
+    (builtin,) = [i for i in lib.kinds["version"] if "NCCL version" in lib.regexes[i]]
+    total = 200_000
+    data = b"NCCL version 2.21.5\n" * total
+    seen, counts = [], {}
+    for block, threads in ((1 << 16, 1), (1 << 16, 2), (1 << 18, 2), (1 << 20, 1), (1 << 16, 4)):
+        scan = _scan_dense(lib, data, block=block, threads=threads)
+        hits = scan.hits[mine]
+        counts.setdefault(block, set()).add(hits.count)
+        # The first lines and hits are kept, the last line is known, the rest is only counted.
+        assert hits.saturated and hits.last_line == total
+        assert hits.lines == list(range(1, KEEP_LINES + 1))
+        assert [h.line.no for h in hits.first] == list(range(1, KEEP_FIRST + 1))
+        assert hits.first[0].groups == {"nccl_version": "2.21.5"}
+        assert KEEP_LINES < hits.count < total  # a lower bound once saturated
+        # The work: one line past what the file keeps, however many chunks and threads.
+        assert hits.located == KEEP_LINES + 1
+        # The version is read from the first line; no other line is read for it.
+        assert scan.versions["nccl"] == "2.21.5" and scan.hits[builtin].located <= 2
+        seen.append((hits.lines, hits.last_line, [h.line.no for h in hits.first], scan.hits[builtin].located))
+    assert all(s == seen[0] for s in seen)
+    # Probes run ahead in threads; what the chunks before them recorded decides, so the
+    # count (a lower bound) is the same however the threads were timed.
+    assert all(len(c) == 1 for c in counts.values())
+
+
+def test_hits_past_a_probe_budget_are_located_when_the_file_still_needs_them() -> None:
+    # `foo\rbar` is found by the chunk search but holds no frame that matches: such
+    # lines use up a probe's budget without filling the file's lines.
+    lib = library(signature("t.frames", ("p", r"foo.{0,5}bar", 0.5)))
+    (idx,) = [i for i, rules in enumerate(lib.rules) if any(r.signature == "t.frames" for r in rules)]
+    data = b"foo\rbar\n" * 100 + b"foobar\n" * 5000
+    for threads in (1, 2):
+        hits = _scan_dense(lib, data, block=1 << 20, threads=threads).hits[idx]
+        assert hits.lines == list(range(101, 101 + KEEP_LINES))
+        assert hits.saturated and hits.last_line == 5100

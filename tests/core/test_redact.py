@@ -93,6 +93,39 @@ def test_ml_words_that_look_like_secrets_survive() -> None:
         assert DEFAULT.line(line).text == line
 
 
+def test_secrets_passed_on_command_lines_and_in_headers_are_redacted() -> None:
+    cases = {
+        "docker login -u bot -p dckr_pat_2YotnFZFEjr1zCsicMWpAA9ZxQ": "dckr_pat_2YotnFZFEjr1zCsicMWpAA9ZxQ",
+        "docker login -u bot -p Hunter22x registry.example.com": "Hunter22x",
+        "mysql --user root --password hunter22 -h db": "hunter22",
+        "mysql -uroot -pSECRETpass1 runs": "SECRETpass1",
+        "Cookie: session=8f14e45fceea167a5a36dedd4bea2543; theme=dark": "8f14e45fceea167a5a36dedd4bea2543",
+        "Set-Cookie: sessionid=38afes7a8x9; HttpOnly": "38afes7a8x9",
+        "token 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": "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",
+        "KAGGLE_KEY=99c25f6172e69f41cecad35ca6af6563": "99c25f6172e69f41cecad35ca6af6563",
+    }
+    for line, secret in cases.items():
+        done = DEFAULT.line(line).text
+        assert secret not in done and MARK in done, done
+    # What stays: the words around the secret, and the command lines that hold none.
+    assert DEFAULT.line("mysql -uroot -pSECRETpass1 runs").text == "mysql -uroot -p[REDACTED:password] runs"
+    for line in [
+        "docker login -u bot --password-stdin ghcr.io",
+        "WARNING! Using --password via the CLI is insecure. Use --password-stdin.",
+        "mysql -u root -p runs",
+        "mysql -h db -P 3306 -u root",
+        "--max-new-tokens 2048 --pad-token-id 0 --password-file /run/secrets/db",
+    ]:
+        assert DEFAULT.line(line).text == line
+
+
+def test_double_colons_that_are_not_addresses_stay() -> None:
+    for line in ["step 10::20", "Feb::12", "0A::add", "at::native::add_out", "c10::Error", "listening on ::1"]:
+        assert DEFAULT.line(line).text == line
+    for address in ["fe80::1ff:fe23:4567:890a", "2001:db8::1", "fd12:3456:789a:1::1", "ff02::2", "fe80::1"]:
+        assert DEFAULT.line(f"peer [{address}]:29500 down").text == "peer [[REDACTED:ipv6]]:29500 down"
+
+
 def test_a_multi_line_pem_key_is_removed_whole_and_counted_once() -> None:
     log = "\n".join(
         [

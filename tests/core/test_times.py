@@ -14,7 +14,7 @@ from app.core.models import Diagnosis
 from app.core.prefixes import parse_prefixes
 from app.core.ranker import Position
 from app.core.render import render_markdown, render_text
-from app.core.times import Yearless, year_resolver
+from app.core.times import Yearless, span, year_resolver
 from app.corpus import load_corpus
 from app.errors import TraceloreError
 
@@ -118,3 +118,63 @@ def test_no_output_of_the_corpus_shows_a_year_its_logs_did_not_give(shipped_libr
 @pytest.mark.parametrize("text", ["--12-01T03:14:21.618403", "--02-29T00:00:00"])
 def test_the_json_form_without_a_year_reads_back(text: str) -> None:
     assert Yearless.parse(text).isoformat() == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (0.329, "329 ms"),
+        (15.0, "15 s"),
+        (588.0, "9 min 48 s"),
+        (600.06, "10 min"),
+        (7500, "2 h 5 min"),
+        (90061, "1 d 1 h"),
+    ],
+)
+def test_a_duration_reads_as_people_say_it(seconds: float, said: str) -> None:
+    assert span(seconds) == said
+
+
+def test_a_timeout_line_dates_the_start_of_the_collective_it_waited_in(shipped_library: Library) -> None:
+    # "[rank0]:[E321 02:07:08.408271257 ...] ... ran for 600060 milliseconds before timing out." and
+    # "[rank4]:[E321 02:07:08.414640780 ...] ... ran for 600067 milliseconds": the earliest start counts.
+    d = diagnose(CASES / "gh-hiyouga-llamafactory-7396" / "log.txt", shipped_library)
+    c = d.initiating
+    assert c is not None and c.id == "nccl.watchdog_timeout"
+    assert c.time == Yearless.at(3, 21, 2, 7, 8, 408271)
+    assert c.began == Yearless.at(3, 21, 1, 57, 8, 347640)
+    assert "began --03-21 01:57:08, 10 min earlier" in render_text(d)
+    assert '"began":"--03-21T01:57:08.347640"' in d.model_dump_json()
+
+
+def test_a_traceback_is_dated_by_the_timed_line_that_introduced_it(shipped_library: Library) -> None:
+    # rank1.log: line 9 "2026-12-01 16:41:43,319 - ERROR - train - [rank1] training failed", then
+    # the logged traceback, whose last line (22) is the gloo timeout and prints no time itself.
+    logs = sorted((CASES / "gen-dist-per-rank-hang-logged").glob("rank*.log"))
+    d = diagnose_many([(p.name, p) for p in logs], shipped_library, threads=1)
+    first = d.initiating
+    assert first is not None and (first.file, first.line) == ("rank1.log", 22)
+    assert first.time == datetime(2026, 12, 1, 16, 41, 43, 319000)
+    assert first.began == datetime(2026, 12, 1, 16, 41, 28, 319000)
+
+
+def test_a_line_is_dated_only_by_a_line_of_its_own_rank(shipped_library: Library) -> None:
+    # torchrun --tee: rank 1's "[default1]:[rank1]: FileNotFoundError" traceback prints no time, and
+    # the only timed lines above it are the launcher's (no rank): they do not date a worker's line.
+    d = diagnose(CASES / "gen-dist-missing-shard" / "log.txt", shipped_library)
+    first = d.initiating
+    assert first is not None and (first.id, first.rank, first.time) == ("data.file_not_found", 1, None)
+
+
+def test_with_no_year_in_the_job_the_time_the_log_was_written_gives_one() -> None:
+    written = datetime(2027, 1, 1, 0, 10)
+    resolve = year_resolver([Yearless.at(12, 31, 23, 50, 0), Yearless.at(1, 1, 0, 5, 0)], written)
+    assert resolve(Yearless.at(12, 31, 23, 50, 0)) == datetime(2026, 12, 31, 23, 50)
+    assert resolve(Yearless.at(1, 1, 0, 5, 0)) == datetime(2027, 1, 1, 0, 5)
+    # 29 February takes the last leap year that keeps it before the log was written.
+    assert year_resolver([Yearless.at(2, 29, 1, 0, 0)], written)(Yearless.at(2, 29, 1, 0, 0)) == datetime(
+        2024, 2, 29, 1
+    )
+    # A full date anywhere in the job wins over the file's time.
+    full = year_resolver([Yearless.at(12, 1, 3, 0, 0), datetime(2025, 12, 1, 2, 0)], written)
+    assert full(Yearless.at(12, 1, 3, 0, 0)) == datetime(2025, 12, 1, 3, 0)

@@ -12,7 +12,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.diagnose import diagnose
 from app.core.library import Library
 from app.store.db import make_engine, make_sessionmaker
-from app.store.diagnoses import Window, WindowLine, count_diagnoses, get_diagnosis, purge_expired, save_diagnosis
+from app.store.diagnoses import (
+    Window,
+    WindowLine,
+    count_diagnoses,
+    get_diagnosis,
+    list_made_by,
+    purge_expired,
+    save_diagnosis,
+)
 from tests.conftest import BACKENDS, database_for
 from tests.support import SAMPLES
 
@@ -109,3 +117,38 @@ def test_sqlite_connections_get_wal_and_a_busy_timeout(tmp_path: Path) -> None:
     # WAL: readers never wait for the writer; NORMAL: a commit does not wait for fsync (WAL keeps it durable
     # across a crash of the process); the busy timeout makes a second writer wait for the lock, not fail.
     assert pragma == {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 10000, "foreign_keys": 1}
+
+
+def test_an_account_lists_what_it_made_newest_first(factory: sessionmaker[Session], library: Library) -> None:
+    now = datetime.now(UTC)
+    logs = {
+        "old": (SAMPLES / "oom-killed.log").read_bytes(),
+        "new": (SAMPLES / "ddp-cuda-oom.log").read_bytes(),
+        "nothing": b"all fine\n",
+        "expired": (SAMPLES / "torn-checkpoint.log").read_bytes(),
+    }
+    ages = {"old": 2, "new": 0, "nothing": 1, "expired": 40}
+    ids = {}
+    with factory.begin() as session:
+        for name, log in logs.items():
+            ids[name] = save_diagnosis(
+                session,
+                diagnosis=diagnose(log, library),
+                windows=[],
+                subject="account:a1",
+                tier="verified",
+                input_bytes=len(log),
+                input_sha256="0" * 64,
+                created_at=now - timedelta(days=ages[name]),
+            ).id
+        _save(session, library, now)  # someone else's
+    with factory.begin() as session:
+        made = list_made_by(session, "account:a1", not_before=now - timedelta(days=30))
+    assert [m.id for m in made] == [ids["new"], ids["nothing"], ids["old"]]
+    assert [m.headline for m in made] == [
+        "CUDA out of memory",
+        "No known failure found",
+        "Process killed by the host OOM killer",
+    ]
+    assert made[0].failure_id == "cuda.oom" and made[1].failure_id is None
+    assert made[0].input_bytes == len(logs["new"])

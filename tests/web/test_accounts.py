@@ -92,12 +92,13 @@ def _sign_in(client: httpx.Client, inbox: Inbox, address: str) -> httpx.Response
     body = message.get_payload(decode=True).decode()  # type: ignore[union-attr]
     link = re.search(r"(http://\S+/account/sign-in/\S+)", body)
     assert link, body
-    # Following the link shows a button; only pressing it (a POST) spends the link.
+    # Following the link shows a button; only pressing it (a POST of the token in the form) spends the link.
     confirm = client.get(link.group(1), headers=HTML)
     assert confirm.status_code == 200 and "Sign in" in confirm.text
-    done = client.post(link.group(1), data={"csrf": _csrf(confirm.text)}, headers=HTML)
+    form = {"csrf": _csrf(confirm.text), "token": link.group(1).rsplit("/", 1)[1]}
+    done = client.post("/account/session", data=form, headers=HTML)
     assert done.status_code == 303 and done.headers["location"] == "/account"
-    again = client.post(link.group(1), data={"csrf": _csrf(confirm.text)}, headers=HTML)
+    again = client.post("/account/session", data=form, headers=HTML)
     assert again.status_code == 400 and "expired or was already used" in again.text
     return done
 
@@ -204,7 +205,8 @@ def test_without_smtp_the_link_is_logged(
         link = re.search(r"(http://\S+/account/sign-in/\S+)", logged[0])
         assert link
         confirm = client.get(link.group(1), headers=HTML)
-        assert client.post(link.group(1), data={"csrf": _csrf(confirm.text)}).status_code == 303
+        form = {"csrf": _csrf(confirm.text), "token": link.group(1).rsplit("/", 1)[1]}
+        assert client.post("/account/session", data=form).status_code == 303
         assert client.get("/api/v1/quota").json()["email"] == "local@example.org"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from app.core.library import Library
-from tests.support import SAMPLES, LiveServer
+from tests.support import METRICS_AUTH, SAMPLES, LiveServer
 from tests.web.conftest import LIMIT
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
@@ -343,7 +343,7 @@ def test_health_readiness_metrics_and_docs(client: httpx.Client) -> None:
     assert ready["status"] == "ready" and ready["checks"]["database"] == "ok"
     client.post("/api/v1/diagnoses", content=OOM)
     client.post("/api/v1/diagnoses", content=b"")
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=METRICS_AUTH).text
     assert 'tracelore_http_requests_total{method="POST",route="/api/v1/diagnoses",status="201"}' in text
     assert 'tracelore_diagnosis_seconds_bucket{le="+Inf"}' in text
     assert 'tracelore_candidates_total{id="cuda.oom",role="initiating"}' in text
@@ -356,7 +356,7 @@ def test_health_readiness_metrics_and_docs(client: httpx.Client) -> None:
 
 
 def test_zz_no_request_in_this_module_got_a_500(client: httpx.Client) -> None:
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=METRICS_AUTH).text
     assert 'status="5' not in text.replace('status="503"', "")
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import httpx
 
 from app.core.library import Library
-from tests.support import SAMPLES, live_server, make_settings
+from tests.support import METRICS_AUTH, SAMPLES, live_server, make_settings
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
 
 
 def _in_flight(client: httpx.Client) -> int:
-    for line in client.get("/metrics").text.splitlines():
+    for line in client.get("/metrics", headers=METRICS_AUTH).text.splitlines():
         if line.startswith("tracelore_diagnoses_in_flight "):
             return int(line.split()[1])
     raise AssertionError("no in-flight gauge")

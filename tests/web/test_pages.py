@@ -76,7 +76,7 @@ def test_pasting_a_log_redirects_to_its_permalink_page(live: LiveServer, client:
     assert 'href="/failures/cuda.oom"' in html
     assert 'class="copy" data-copy="verify-cuda.oom" hidden' in html  # shown by JavaScript only
     assert "Collateral: echoes of the failure above" in html and "Why collateral:" in html
-    assert "<details>" in html and "NCCL collective timed out" in html
+    assert '<details id="e-nccl.watchdog_timeout">' in html and "NCCL collective timed out" in html
     assert "Timeline across ranks" in html and "Log context around the evidence" in html
     record_id = r.headers["location"].rsplit("/", 1)[1]
     assert f'href="/api/v1/diagnoses/{record_id}"' in html
@@ -154,6 +154,8 @@ def test_a_time_without_a_year_is_shown_without_one(client: httpx.Client) -> Non
     html = client.get(r.headers["location"], headers=HTML).text
     assert "12-06 18:44:12 (no year in the log)" in html
     assert "1900" not in html
+    # "... ran for 600000 milliseconds before timing out": the collective began ten minutes earlier.
+    assert "(began 12-06 18:34:12 (no year in the log), 10 min earlier)" in html
 
 
 def test_a_glog_time_takes_the_year_of_the_log_s_other_times(client: httpx.Client) -> None:

@@ -76,7 +76,10 @@ def test_anonymous_allowance_headers_and_429(server: LiveServer) -> None:
         problem = spent.json()
         assert problem["type"] == "/problems/quota-spent" and problem["violated-policies"] == ["daily"]
         assert problem["next_tier"] == {"name": "verified", "limit": 50, "how": problem["next_tier"]["how"]}
-        assert "2026-12-01T00:00:00Z" in problem["detail"] and "50 a day" in problem["detail"]
+        assert (
+            "midnight UTC (2026-12-01 00:00 UTC, in 3 h 0 min)" in problem["detail"] and "50 a day" in problem["detail"]
+        )
+        assert problem["quota"]["reset"] == "2026-12-01T00:00:00Z"  # the machine-readable time stays ISO
         assert "sign in at /account" in problem["detail"]
         # The page form is refused the same way, and says so on the page.
         page = client.post("/diagnose", files={"log": (None, OOM.decode())}, headers={"Accept": "text/html"})

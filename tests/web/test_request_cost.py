@@ -44,7 +44,7 @@ def events(sqlite_url: str, tmp_path: Path, library: Library) -> Iterator[tuple[
             yield client, seen
 
 
-def test_a_stored_diagnosis_is_one_write_for_the_count_and_one_for_the_row(
+def test_a_stored_diagnosis_is_one_transaction_for_the_row_and_the_count(
     events: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.web import api
@@ -60,13 +60,15 @@ def test_a_stored_diagnosis_is_one_write_for_the_count_and_one_for_the_row(
     made = client.post("/api/v1/diagnoses", content=OOM)
     assert made.status_code == 201
     writes = [sql for _, _, sql in seen if sql.startswith(("INSERT", "UPDATE", "DELETE"))]
-    assert writes == ["INSERT INTO QUOTA_USAGE", "INSERT INTO DIAGNOSES"]
-    # The row's transaction commits right after its INSERT, in the same worker thread, before the
-    # answer is built: the write lock is held for the statement, not for the rest of the request.
+    assert writes == ["INSERT INTO DIAGNOSES", "INSERT INTO QUOTA_USAGE"]
+    # The row and its count commit together (a crash leaves both or neither), right after the two
+    # statements, in one worker thread, before the answer is built: the write lock is held for
+    # the two statements, not for the rest of the request.
     at = next(i for i, (_, _, sql) in enumerate(seen) if sql == "INSERT INTO DIAGNOSES")
     conn, thread = seen[at][:2]
-    assert seen[at + 1] == (conn, thread, "COMMIT")
-    assert seen[at + 2][2] == "ANSWER"
+    assert seen[at + 1] == (conn, thread, "INSERT INTO QUOTA_USAGE")
+    assert seen[at + 2] == (conn, thread, "COMMIT")
+    assert seen[at + 3][2] == "ANSWER"
     assert client.get(made.headers["location"]).status_code == 200
 
 
@@ -77,7 +79,7 @@ def test_a_diagnosis_not_stored_writes_only_the_count(events: Any) -> None:
     assert writes == ["INSERT INTO QUOTA_USAGE"]
 
 
-def test_a_failed_save_gives_the_count_back(
+def test_a_failed_save_counts_nothing(
     sqlite_url: str, tmp_path: Path, library: Library, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.web import api
@@ -91,7 +93,7 @@ def test_a_failed_save_gives_the_count_back(
         failed = client.post("/api/v1/diagnoses", content=OOM)
         assert failed.status_code == 500 and failed.json()["charged"] is False
         with server.app.state.sessionmaker() as session:
-            assert session.scalar(select(QuotaUsageRow.used)) == 0
+            assert not session.scalar(select(QuotaUsageRow.used))
         assert server.count() == 0
 
 

@@ -17,6 +17,29 @@ document.addEventListener("DOMContentLoaded", () => {
       });
     }
   }
+  // Reset times are sent in UTC; show them in the reader's own time too.
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const utc = zone === "UTC" || zone === "Etc/UTC"; // the UTC time already says it
+  for (const el of utc ? [] : document.querySelectorAll("time.local[datetime]")) {
+    const when = new Date(el.getAttribute("datetime"));
+    if (Number.isNaN(when.getTime())) continue;
+    const local = when.toLocaleString(undefined, { weekday: "short", hour: "2-digit", minute: "2-digit", timeZoneName: "short" });
+    el.title = el.textContent;
+    el.textContent = `${local} (${el.textContent})`;
+  }
+  // Pages cached for everyone (the encyclopedia) ask for the reader's own allowance.
+  const quota = document.querySelector("[data-quota-url]");
+  if (quota && window.fetch) {
+    fetch(quota.dataset.quotaUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then((r) => (r.ok ? r.json() : null))
+      .then((q) => {
+        if (!q) return;
+        const left = q.remaining > 0 ? `${q.remaining} of ${q.limit} diagnoses left` : `no diagnoses left (all ${q.limit} used)`;
+        quota.textContent = `Today: ${left}; the count starts again at midnight UTC.`;
+        quota.hidden = false;
+      })
+      .catch(() => {});
+  }
   // A chosen file wins over the paste box: say so instead of sending both.
   const file = document.getElementById("file");
   const log = document.getElementById("log");

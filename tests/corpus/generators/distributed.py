@@ -52,6 +52,8 @@ p.add_argument("--find-unused", action="store_true")
 p.add_argument("--no-ddp", action="store_true")   # average gradients by hand instead of DDP
 p.add_argument("--sleep", type=float, default=0.05)
 p.add_argument("--pidfile", default="")
+p.add_argument("--all-ranks-log", action="store_true")   # every rank logs its steps, not only rank 0
+p.add_argument("--log-failures", action="store_true")    # logger.exception() before the error propagates
 p.add_argument("--local-rank", "--local_rank", type=int, default=0)  # torch.distributed.launch passes it
 args = p.parse_args()
 
@@ -199,7 +201,7 @@ def main():
         lval = loss.detach().clone()
         dist.all_reduce(lval)
         lval /= world
-        if rank == 0:
+        if rank == 0 or args.all_ranks_log:
             if args.style == "tqdm":
                 it.set_postfix(loss=f"{lval.item():.4f}")
             else:
@@ -225,7 +227,14 @@ def main():
     dist.destroy_process_group()
 
 if __name__ == "__main__":
-    main()
+    if args.log_failures:
+        try:
+            main()
+        except Exception:
+            logging.getLogger("train").exception("training failed")
+            raise
+    else:
+        main()
 """
 
 
@@ -1642,6 +1651,33 @@ def per_rank_hang(out: Path):
         "5",
         "--timeout",
         "15",
+    )
+
+
+@scenario
+def per_rank_hang_logged(out: Path):
+    """Per-rank files of a script that logs on every rank (Python logging with times) and logs
+    its failure before raising: rank 2 of 4 blocks forever at step 8; ranks 0, 1 and 3 wait in
+    the step's gradient all_reduce, time out after 15 s (gloo) and log it; rank 2's file just
+    stops. torchrun then SIGTERMs rank 2."""
+    per_rank(
+        out,
+        "gen-dist-per-rank-hang-logged",
+        4,
+        "--scenario",
+        "hang",
+        "--fail-rank",
+        "2",
+        "--fail-step",
+        "8",
+        "--timeout",
+        "15",
+        "--style",
+        "logging",
+        "--all-ranks-log",
+        "--log-failures",
+        "--sleep",
+        "0.3",
     )
 
 

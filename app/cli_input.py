@@ -1,0 +1,115 @@
+"""Logs as the CLI reads them: gzip found by its magic bytes (standard input too), binary data refused,
+and a progress line on a terminal while a large input is read."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import time
+from typing import BinaryIO, TextIO
+
+from app.core.sniff import GZIP_MAGIC, SNIFF, check_text
+
+PROGRESS_FROM = 16 << 20  # smaller inputs are read before anyone would wait for a progress line
+PROGRESS_EVERY = 0.25  # seconds between updates
+
+
+def _read_up_to(stream: BinaryIO, n: int) -> bytes:
+    """Up to n bytes: a pipe may hand them over a few at a time."""
+    parts, got = [], 0
+    while got < n:
+        part = stream.read(n - got)
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts)
+
+
+class _Joined(io.RawIOBase):
+    """The bytes already looked at, then the rest of the stream."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self.head = memoryview(head)
+        self.rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        view = memoryview(buffer).cast("B")
+        if self.head:
+            n = min(len(view), len(self.head))
+            view[:n] = self.head[:n]
+            self.head = self.head[n:]
+            return n
+        data = self.rest.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
+class _Progress(io.RawIOBase):
+    """Counts the bytes read from a stream and shows them, with the rate, on a terminal."""
+
+    def __init__(self, stream: BinaryIO, name: str, out: TextIO) -> None:
+        self.stream, self.name, self.out = stream, name, out
+        self.read_bytes = 0
+        self.started = time.monotonic()
+        self.shown_at = 0.0
+        self.shown = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        view = memoryview(buffer).cast("B")
+        data = self.stream.read(len(view))
+        view[: len(data)] = data
+        self.read_bytes += len(data)
+        now = time.monotonic()
+        if self.read_bytes >= PROGRESS_FROM and now - self.shown_at >= PROGRESS_EVERY:
+            self.shown_at = now
+            self._show(now)
+        if not data:
+            self.clear()
+        return len(data)
+
+    def _show(self, now: float) -> None:
+        rate = self.read_bytes / max(now - self.started, 1e-3)
+        self.out.write(f"\r\x1b[Kreading {self.name}: {_size(self.read_bytes)} ({_size(rate)}/s)")
+        self.out.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        """Take the progress line away, so the report starts on a clean line."""
+        if self.shown:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
+            self.shown = False
+
+
+def _size(n: float) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} bytes"
+
+
+def open_log(name: str, stream: BinaryIO, *, progress: TextIO | None = None) -> BinaryIO:
+    """A log ready to diagnose: gunzipped when it starts with gzip's magic, refused (NotText) when
+    it is not text, and shown on `progress` (a terminal) while it is read."""
+    if progress is not None:
+        stream = io.BufferedReader(_Progress(stream, name, progress), buffer_size=1 << 20)
+    head = _read_up_to(stream, SNIFF)
+    if head.startswith(GZIP_MAGIC):
+        unzipped: BinaryIO = gzip.GzipFile(fileobj=io.BufferedReader(_Joined(head, stream)), mode="rb")  # type: ignore[assignment]
+        head = _read_up_to(unzipped, SNIFF)
+        stream = unzipped
+    check_text(head)
+    return io.BufferedReader(_Joined(head, stream), buffer_size=1 << 20)
+
+
+def terminal() -> TextIO | None:
+    """Standard error when it is a terminal (progress is for people, not for CI logs)."""
+    return sys.stderr if sys.stderr.isatty() else None

@@ -1,0 +1,37 @@
+"""Tell a text log from other data by its first bytes: the service and the CLI refuse alike."""
+
+from __future__ import annotations
+
+from app.errors import NotText
+
+SNIFF = 64 << 10  # bytes looked at to tell text from binary
+GZIP_MAGIC = b"\x1f\x8b"
+MIN_ODD = 8  # a few stray bytes never make a log binary
+# Control characters a text log does not hold (tab, newlines, form feed, backspace and ESC it may).
+_NOT_TEXT = dict.fromkeys(c for c in range(32) if chr(c) not in "\t\n\r\x0b\x0c\x08\x1b")
+
+
+def check_text(head: bytes) -> None:
+    """Refuse data that is not a text log, with a message that says what it looks like."""
+    if head.startswith(GZIP_MAGIC):
+        raise NotText(
+            "the log is gzip-compressed; send it with Content-Type: application/gzip or Content-Encoding: gzip"
+        )
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise NotText("the log is UTF-16 encoded; convert it first: `iconv -f UTF-16 -t UTF-8 train.log`")
+    if head.startswith(b"PK\x03\x04"):
+        raise NotText("zip archives are not accepted; send the log itself (gzip is fine)")
+    if not head:
+        return
+    # NUL bytes alone decide nothing: the reader drops them, and a log written when a machine
+    # crashed holds a block of them. What is left is judged by its share of bytes no text log
+    # has (control characters, invalid UTF-8), so a paste is judged alike at any size.
+    rest = head.replace(b"\x00", b"")
+    if not rest.strip():
+        if len(rest) < len(head):
+            raise NotText("this is binary data, not a text log (nothing but NUL bytes)")
+        return  # blank: the diagnosis says the log is empty
+    text = rest.decode("utf-8", errors="replace")
+    odd = text.count("\ufffd") + len(text) - len(text.translate(_NOT_TEXT))
+    if odd >= MIN_ODD and odd > len(text) // 20:
+        raise NotText("this looks like binary data, not a text log (control characters or invalid UTF-8)")

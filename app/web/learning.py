@@ -1,0 +1,105 @@
+"""The learning loop in the service: the periodic summary, the admin page of unknown failures,
+and what an entry page shows of the service's own diagnoses."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import anyio.to_thread
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.config import Settings
+from app.errors import TraceloreError
+from app.learning import Summary, summarise
+from app.store import accounts as store
+from app.store.learning import EntryStats, all_entry_stats, clusters
+from app.web.identity import clock, session_token
+
+log = logging.getLogger("tracelore")
+
+router = APIRouter()
+ADMIN_DAYS = 30  # the admin page lists clusters seen in this many days
+
+
+def learn_logged(app: FastAPI) -> Summary | None:
+    """Recompute the entry statistics and resolve clusters, logging instead of raising.
+
+    The summaries an entry page shows are then held by the app (`app.state.seen`, replaced
+    whole), so a page view reads no database.
+    """
+    settings: Settings = app.state.settings
+    try:
+        summary = summarise(
+            app.state.sessionmaker, app.state.library, now=datetime.now(UTC), window_days=settings.stats_window_days
+        )
+        with app.state.sessionmaker.begin() as session:
+            app.state.seen = all_entry_stats(session, min_count=settings.stats_min_count)
+    except SQLAlchemyError as exc:
+        log.warning("could not summarise stored diagnoses (is the database migrated?): %s", exc)
+        return None
+    for key, sig_id in summary.resolved:
+        log.info("unknown-failure cluster %s is now recognised as %s", key, sig_id)
+    return summary
+
+
+async def learn_periodically(app: FastAPI, *, sleep: Callable[..., object] = anyio.sleep) -> None:
+    """Summarise at start-up, then every `learn_every` seconds until cancelled."""
+    settings: Settings = app.state.settings
+    while True:
+        await anyio.to_thread.run_sync(learn_logged, app)
+        await sleep(settings.learn_every)  # type: ignore[misc]
+
+
+def seen(request: Request, signature_id: str) -> EntryStats | None:
+    """What the service has seen of an entry, from the last summary; None below the minimum or before one."""
+    summaries: dict[str, EntryStats] = getattr(request.app.state, "seen", {})
+    return summaries.get(signature_id)
+
+
+class _AdminsOnly(TraceloreError):
+    status = 403
+    type = "/problems/forbidden"
+    title = "Admins only"
+
+    def __init__(self) -> None:
+        super().__init__("this page is for admins: `tracelore admin set-admin EMAIL` grants it to a signed-in account")
+
+
+class _SignInFirst(TraceloreError):
+    status = 401
+    type = "/problems/unauthorized"
+    title = "Sign in first"
+
+    def __init__(self) -> None:
+        super().__init__("sign in first: open /account and ask for a sign-in link")
+
+
+def _admin_page(request: Request) -> Response:
+    token = session_token(request)
+    if not token:
+        raise _SignInFirst()
+    with request.app.state.sessionmaker.begin() as session:
+        account = store.session_account(session, token, now=clock(request))
+        if account is None:
+            raise _SignInFirst()
+        if not account.is_admin:
+            raise _AdminsOnly()
+        since = clock(request) - timedelta(days=ADMIN_DAYS)
+        found = clusters(session, since=since, include_resolved=True)
+    response: Response = request.app.state.templates.TemplateResponse(
+        request, "admin_unknowns.html", {"clusters": found, "days": ADMIN_DAYS}
+    )
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@router.get("/admin/unknowns", name="admin_unknowns", response_class=HTMLResponse, include_in_schema=False)
+async def admin_unknowns(request: Request) -> Response:
+    """Unknown-failure clusters, biggest first (signed-in admins only)."""
+    return await run_in_threadpool(_admin_page, request)

@@ -1,0 +1,113 @@
+"""Match-dense logs: a log made of matching lines must cost about what a quiet one does.
+
+Each log is the same size and made of one kind of line, repeated: `quiet` matches no
+pattern of the library; the others match on every line (`nccl-version` is the line
+every NCCL job prints at start-up, `oom`, `watchdog` and `crash-loop` are failures
+printed over and over by a job that restarts or a rank that loops). Each is diagnosed
+in this process with the same library, best of `--repeat`, after one warm-up run (the
+library compiles a pattern's engine when it first hits).
+
+    .venv/bin/python bench/dense.py                    # 10M logs, the table
+    .venv/bin/python bench/dense.py --size 1M --check  # exit 1 when a checked log costs over 3x quiet
+
+`--check` holds the kinds named by `--checked` (default: `nccl-version`)
+to `--max-ratio` (3) times the quiet log's CPU time; the other rows are shown, not held.
+CPU time (both scan threads) is the yardstick: on a shared machine wall time is noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from app.core.diagnose import diagnose  # noqa: E402
+from app.core.library import Library, load_library  # noqa: E402
+from app.core.matcher import matching_lines  # noqa: E402
+from app.core.reader import iter_chunks  # noqa: E402
+from bench.loggen import failure_cascade, parse_size  # noqa: E402
+
+LINES = {
+    "quiet": "[rank3]: step 1234 | tokens/s 5321.2 | lr 3.0e-04 | mem 61.2 GiB | grad norm 0.913",
+    "nccl-version": "NCCL version 2.21.5",
+    "oom": "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a total "
+    "capacity of 79.15 GiB of which 1.23 GiB is free. Including non-PyTorch memory, this process has 77.91 GiB "
+    "memory in use. Of the allocated memory 74.10 GiB is allocated by PyTorch, and 2.31 GiB is reserved by "
+    "PyTorch but unallocated.",
+    "watchdog": "[rank1]:[E0614 11:20:01.123456 4001 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=48213, OpType=ALLREDUCE, NumelIn=262144, "
+    "NumelOut=262144, Timeout(ms)=600000) ran for 600089 milliseconds before timing out.",
+}
+
+
+def make_log(kind: str, size: int) -> bytes:
+    """About `size` bytes of one kind of line (whole lines)."""
+    unit = failure_cascade(32) if kind == "crash-loop" else LINES[kind].encode() + b"\n"
+    return unit * max(1, size // len(unit))
+
+
+def matched_share(library: Library, data: bytes) -> float:
+    """The share of the log's lines some pattern matches."""
+    total = data.count(b"\n")
+    hit = sum(1 for _ in matching_lines(library, iter_chunks(data)))
+    return hit / total
+
+
+def measure(library: Library, data: bytes, repeat: int) -> tuple[float, float, str]:
+    """Best CPU and wall seconds of a diagnosis, and what it found."""
+    diagnosis = diagnose(data, library)  # warm-up: engines compile on first hit
+    cpu, wall = float("inf"), float("inf")
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        diagnosis = diagnose(data, library)
+        cpu = min(cpu, time.process_time() - c0)
+        wall = min(wall, time.perf_counter() - t0)
+    top = diagnosis.candidates[0] if diagnosis.candidates else None
+    return cpu, wall, f"{top.id} ({top.count} lines)" if top else "nothing"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=parse_size, default=parse_size("10M"))
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--signatures", type=Path, default=ROOT / "signatures")
+    parser.add_argument("--checked", default="nccl-version")
+    parser.add_argument("--max-ratio", type=float, default=3.0)
+    parser.add_argument("--check", action="store_true", help="exit 1 when a checked kind exceeds --max-ratio")
+    args = parser.parse_args()
+    library = load_library(args.signatures)
+    checked = set(filter(None, args.checked.split(",")))
+    kinds = ["quiet", *(k for k in LINES if k != "quiet"), "crash-loop"]
+    unknown = checked - set(kinds)
+    if unknown:
+        parser.error(f"unknown kinds in --checked: {', '.join(sorted(unknown))} (known: {', '.join(kinds)})")
+    print(f"{args.size / 2**20:.0f} MiB per log, best of {args.repeat}\n")
+    print("| log | lines matched | CPU s | wall s | CPU vs quiet | top candidate |")
+    print("|---|---:|---:|---:|---:|---|")
+    base, failed = 0.0, []
+    for kind in kinds:
+        data = make_log(kind, args.size)
+        share = matched_share(library, data)
+        if kind == "quiet" and share:
+            sys.exit(f"the quiet log matches {share:.1%} of its lines: it must match none")
+        cpu, wall, top = measure(library, data, args.repeat)
+        base = base or cpu
+        ratio = cpu / base
+        held = kind in checked
+        if held and ratio > args.max_ratio:
+            failed.append(f"{kind}: {ratio:.1f}x quiet")
+        mark = " (held)" if held else ""
+        print(f"| {kind}{mark} | {share:.0%} | {cpu:.3f} | {wall:.3f} | {ratio:.1f}x | {top} |")
+    if failed:
+        print(f"\nover {args.max_ratio}x the quiet log: {'; '.join(failed)}")
+        if args.check:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
