@@ -133,25 +133,24 @@ def main() -> None:
 
 
 def render(d: Diagnosis, fmt: str, *, base_url: str = "", permalink: str | None = None, raw: object = None) -> str:
-    """The report of a diagnosis in one of FORMATS."""
-    from app.core.formats import render_github, render_junit, render_sarif
-    from app.core.render import render_markdown, render_text
-
+    """The report of a diagnosis in one of FORMATS (each format's module imported only for it)."""
     if fmt == "json":
         if raw is not None:  # remote mode: the server's record, with its id and url
             return json.dumps(raw, indent=2) + "\n"
         return d.model_dump_json(indent=2) + "\n"
+    if fmt in ("sarif", "junit", "github"):
+        from app.core.formats import render_github, render_junit, render_sarif
+
+        if fmt == "sarif":
+            report = render_sarif(d, tool_version=__version__, base_url=base_url, permalink=permalink)
+            return json.dumps(report, indent=2) + "\n"
+        if fmt == "junit":
+            return render_junit(d, base_url=base_url, permalink=permalink)
+        return render_github(d, base_url=base_url, permalink=permalink)
+    from app.core.render import render_markdown, render_text
+
     if fmt == "markdown":
         return render_markdown(d, permalink=permalink, base_url=base_url)
-    if fmt == "sarif":
-        return (
-            json.dumps(render_sarif(d, tool_version=__version__, base_url=base_url, permalink=permalink), indent=2)
-            + "\n"
-        )
-    if fmt == "junit":
-        return render_junit(d, base_url=base_url, permalink=permalink)
-    if fmt == "github":
-        return render_github(d, base_url=base_url, permalink=permalink)
     text = render_text(d, base_url=base_url)
     return text + (f"Full diagnosis: {permalink}\n" if permalink else "")
 
