@@ -21,18 +21,16 @@ import click
 from app import __version__
 from app.cli_input import open_log, terminal
 from app.config import Settings, usable_cores
-from app.core.diagnose import diagnose_many
-from app.core.formats import render_github, render_junit, render_sarif
 from app.core.library import TAXONOMY_FILE, Library, load_library
-from app.core.lint import lint as run_lint
-from app.core.lint import load_taxonomy
 from app.core.models import LIKELY, Diagnosis
-from app.core.render import render_markdown, render_text
 from app.errors import LibraryError, NotText, TraceloreError
-from app.remote import RemoteError, RemoteResult, fetch_spec, human_size, padded_log, post_excerpt, post_log
 
+# Each command imports what only it needs (formats, lint, the HTTP client, the store, the
+# web stack) when it runs: every command pays for the imports at its start.
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
+
+    from app.remote import RemoteResult
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
 
@@ -105,29 +103,54 @@ def _failed(d: Diagnosis, fail_on: str) -> bool:
     return any(c.episode == "terminal" and c.confidence >= threshold for c in d.candidates)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """A group whose authoring commands are imported only when one is asked for (or listed)."""
+
+    LAZY = {
+        "explain": ("app.cli_authoring", "explain_command"),
+        "example": ("app.cli_authoring", "example"),
+        "corpus": ("app.cli_corpus", "corpus"),
+        "eval": ("app.cli_corpus", "eval_command"),
+        "unknowns": ("app.cli_unknowns", "unknowns"),
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY and cmd_name not in self.commands:
+            import importlib
+
+            module, name = self.LAZY[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracelore")
 def main() -> None:
     """Tracelore: diagnose failed ML training runs from their logs."""
 
 
 def render(d: Diagnosis, fmt: str, *, base_url: str = "", permalink: str | None = None, raw: object = None) -> str:
-    """The report of a diagnosis in one of FORMATS."""
+    """The report of a diagnosis in one of FORMATS (each format's module imported only for it)."""
     if fmt == "json":
         if raw is not None:  # remote mode: the server's record, with its id and url
             return json.dumps(raw, indent=2) + "\n"
         return d.model_dump_json(indent=2) + "\n"
+    if fmt in ("sarif", "junit", "github"):
+        from app.core.formats import render_github, render_junit, render_sarif
+
+        if fmt == "sarif":
+            report = render_sarif(d, tool_version=__version__, base_url=base_url, permalink=permalink)
+            return json.dumps(report, indent=2) + "\n"
+        if fmt == "junit":
+            return render_junit(d, base_url=base_url, permalink=permalink)
+        return render_github(d, base_url=base_url, permalink=permalink)
+    from app.core.render import render_markdown, render_text
+
     if fmt == "markdown":
         return render_markdown(d, permalink=permalink, base_url=base_url)
-    if fmt == "sarif":
-        return (
-            json.dumps(render_sarif(d, tool_version=__version__, base_url=base_url, permalink=permalink), indent=2)
-            + "\n"
-        )
-    if fmt == "junit":
-        return render_junit(d, base_url=base_url, permalink=permalink)
-    if fmt == "github":
-        return render_github(d, base_url=base_url, permalink=permalink)
     text = render_text(d, base_url=base_url)
     return text + (f"Full diagnosis: {permalink}\n" if permalink else "")
 
@@ -152,6 +175,8 @@ def _remote(
     top: int | None,
     max_wait: float,
 ) -> RemoteResult:
+    from app.remote import fetch_spec, human_size, padded_log, post_excerpt, post_log
+
     if len(logs) != 1:
         raise click.UsageError(
             "remote mode sends one log per request: pass one file (diagnose several files locally, without --server)"
@@ -174,7 +199,11 @@ def _remote(
         from app.core.evidence import prefilter_spec, select_evidence
 
         older = spec is None  # a server from before excerpts: same rules from the local library, sent as text
-        excerpt = select_evidence(iter(lambda: stream.read(1 << 20), b""), spec or prefilter_spec(_library(signatures)))
+        excerpt = select_evidence(
+            iter(lambda: stream.read(4 << 20), b""),
+            spec or prefilter_spec(_library(signatures)),
+            threads=scan_threads(),
+        )
     kept = sum(len(text.encode("utf-8", errors="replace")) + 1 for _, text in excerpt.lines)
     click.echo(
         f"Sending the evidence of {name}: kept {len(excerpt.lines):,} of {excerpt.total_lines:,} lines, "
@@ -262,14 +291,21 @@ def diagnose(
     raw = None
     try:
         if server:
-            remote = _remote(logs, signatures, server=server, api_key=api_key, full=full, top=top, max_wait=max_wait)
+            from app.remote import RemoteError
+
+            try:
+                remote = _remote(
+                    logs, signatures, server=server, api_key=api_key, full=full, top=top, max_wait=max_wait
+                )
+            except RemoteError as exc:
+                raise click.ClickException(str(exc)) from exc
             result, permalink, raw = remote.diagnosis, remote.url, remote.raw
         else:
+            from app.core.diagnose import diagnose_many
+
             library = _library(signatures)
             with _open_logs(logs) as opened:
                 result = diagnose_many(opened, library, top=top, threads=scan_threads(), written=_written(logs))
-    except RemoteError as exc:
-        raise click.ClickException(str(exc)) from exc
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
     links = base_url if base_url is not None else (server or Settings().base_url)
@@ -301,6 +337,9 @@ def diagnose(
 @click.option("--fail-on-warnings", is_flag=True, help="Exit 1 on warnings too.")
 def lint_command(path: Path | None, skip: tuple[str, ...], fail_on_warnings: bool) -> None:
     """Check signature files: schema, patterns, references, taxonomy, examples."""
+    from app.core.lint import lint as run_lint
+    from app.core.lint import load_taxonomy
+
     root = path or Settings().signatures_dir
     root = root.resolve()
     folder = root if root.is_dir() else root.parent
@@ -455,21 +494,6 @@ def build_site_command(out: Path, base_url: str, service_url: str | None, signat
     except (TraceloreError, OSError) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
     click.echo(f"wrote {pages} pages for {len(library)} entries to {out}")
-
-
-def _register_authoring() -> None:
-    from app.cli_authoring import example, explain_command
-    from app.cli_corpus import corpus, eval_command
-    from app.cli_unknowns import unknowns
-
-    main.add_command(explain_command)
-    main.add_command(example)
-    main.add_command(corpus)
-    main.add_command(eval_command)
-    main.add_command(unknowns)
-
-
-_register_authoring()
 
 
 @main.group()

@@ -1,6 +1,7 @@
 """Throughput and peak memory of `tracelore diagnose` next to rg, grep and cat, on the same files.
 
     python bench/run.py [--sizes 100M,1G] [--pad 1000] [--repeat 3] [--out bench/out]
+    python bench/run.py --waiting [--size 100M] [--repeat 5] [--no-browser] [--api]
 
 For each log size and each library (10 real patterns, the shipped library, the
 shipped library padded to --pad patterns) it times whole processes, best of
@@ -13,6 +14,15 @@ shipped library padded to --pad patterns) it times whole processes, best of
 
 It prints MB/s, the ratio to rg, peak RSS, and checks that the fast pass finds
 exactly the lines rg finds.
+
+`--waiting` measures instead, in one run, the places where a person waits (medians of
+--repeat runs, next to the yardstick each is judged against):
+
+* `tracelore diagnose` of a two-line log, whole process (parse cache warm);
+* remote mode's evidence selection (`select_evidence`, as `diagnose --server` runs it)
+  next to the in-process `diagnose()` of the same log: MB/s and their ratio;
+* the browser's evidence pass in Chromium (bench/browser.py; `--no-browser` skips it);
+* with `--api`, bench/api.py's table (a real server under load).
 """
 
 from __future__ import annotations
@@ -20,10 +30,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +94,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     parser.add_argument("--check", action="store_true", help="also compare matched lines with rg (slow on 1G)")
+    parser.add_argument("--waiting", action="store_true", help="measure where people wait instead (see above)")
+    parser.add_argument("--size", default="100M", help="the log for --waiting")
+    parser.add_argument("--no-browser", action="store_true", help="with --waiting: skip the Chromium row")
+    parser.add_argument("--api", action="store_true", help="with --waiting: also run bench/api.py")
     args = parser.parse_args()
+    if args.waiting:
+        waiting(args)
+        return
     if not shutil.which("rg"):
         sys.exit("ripgrep is needed: apt-get install ripgrep")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -208,6 +227,99 @@ def startup_table(tracelore: str, libraries: dict[str, Path], repeat: int, out: 
         whole = min(timed(command, env=env)[0] for _ in range(repeat))
         cold, warm, set_compile = best
         print(f"| {label} ({got[0]}) | {cold:.2f} s | {warm:.2f} s | {set_compile:.2f} s | {whole:.2f} s |")
+
+
+def median_runs(fn: Callable[[], object], repeat: int) -> list[float]:
+    """Wall seconds of each of `repeat` calls."""
+    runs = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - started)
+    return runs
+
+
+def waiting(args: argparse.Namespace) -> None:
+    """Where people wait: start-up, remote mode's selection, the browser's pass, the API (medians)."""
+    import statistics
+
+    from app.cli import scan_threads
+    from app.core.diagnose import diagnose
+    from app.core.evidence import prefilter_spec, select_evidence
+    from app.core.library import load_library
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    tracelore = str(Path(sys.executable).with_name("tracelore"))
+    rows: list[tuple[str, str, str]] = []
+
+    tiny = args.out / "two-lines.log"
+    tiny.write_text("starting\nRuntimeError: CUDA error: device-side assert triggered\n")
+    env = {**os.environ, "TRACELORE_CACHE_DIR": str(args.out / "cache")}
+    command = [tracelore, "diagnose", str(tiny), "--fail-on", "never"]
+    subprocess.run(command, capture_output=True, env=env, check=True)  # fills the parse cache
+    walls: list[float] = []
+    cpus: list[float] = []
+    for _ in range(args.repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        walls.append(timed(command, env=env)[0])
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    rows.append(
+        (
+            "`tracelore diagnose` of a two-line log, whole process",
+            f"{statistics.median(walls):.2f} s",
+            f"CPU {statistics.median(cpus):.2f} s; wall runs " + ", ".join(f"{v:.2f}" for v in walls),
+        )
+    )
+
+    size = parse_size(args.size)
+    log = args.out / f"train-{args.size}.log"
+    if not log.exists() or abs(log.stat().st_size - size) > size // 100:
+        generate(log, size)
+    mb = log.stat().st_size / 1e6
+    library = load_library(ROOT / "signatures")
+    spec = prefilter_spec(library)
+
+    def select() -> object:
+        with log.open("rb") as f:
+            return select_evidence(iter(lambda: f.read(4 << 20), b""), spec, threads=scan_threads())
+
+    selects: list[float] = []
+    diagnoses: list[float] = []
+    for _ in range(args.repeat):  # alternated: load on a shared machine hits both alike
+        selects += median_runs(select, 1)
+        diagnoses += median_runs(lambda: diagnose(log, library), 1)
+    ratios = [d / s for s, d in zip(selects, diagnoses, strict=True)]
+    rows.append(
+        (
+            f"remote mode: evidence selected from a {args.size} log",
+            f"{mb / statistics.median(selects):.0f} MB/s",
+            f"x{statistics.median(ratios):.2f} of `diagnose()` on the same log "
+            f"({mb / statistics.median(diagnoses):.0f} MB/s); runs " + ", ".join(f"{mb / v:.0f}" for v in selects),
+        )
+    )
+
+    if not args.no_browser:
+        from bench.browser import browser_pass
+
+        browser = browser_pass(log, args.repeat)
+        rows.append(
+            (
+                f"browser: evidence picked from a {args.size} file (Chromium)",
+                f"{browser['median']:.0f} MB/s",
+                f"x{browser['median'] / (mb / statistics.median(selects)):.2f} of remote mode; runs "
+                + ", ".join(f"{v:.0f}" for v in browser["mb_s"])
+                + ("" if browser["same_count"] else "; KEPT LINES DIFFER"),
+            )
+        )
+
+    print("| where | median | notes |")
+    print("|---|---:|---|")
+    for where, value, notes in rows:
+        print(f"| {where} | {value} | {notes} |")
+    if args.api:
+        print()
+        subprocess.run([sys.executable, str(ROOT / "bench" / "api.py"), "--duration", "10"], check=False)
 
 
 if __name__ == "__main__":

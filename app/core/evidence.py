@@ -28,12 +28,13 @@ lower bound for a pattern found on more than `per_pattern` lines.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from bisect import bisect_right
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import accumulate
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import re2
@@ -42,6 +43,7 @@ from app.core.excerpt import Excerpt
 from app.core.library import Library
 from app.core.literals import atoms, to_js
 from app.core.matcher import KEEP_FIRST, KEEP_LINES, PROGRESS_TAIL
+from app.core.rewrites import byte_superset
 
 SPEC_VERSION = 1
 HEAD_LINES = 50
@@ -115,95 +117,143 @@ def prefilter_spec(library: Library, *, context: int = 5) -> dict[str, Any]:
 @dataclass(frozen=True)
 class _Compiled:
     rules: Mapping[str, int]
-    matchers: Any  # RE2 Set over the patterns with a regex, or None
+    matchers: list[Any]  # [RE2 Set over the patterns with a regex], compiled on first use (or [None])
     set_ids: tuple[int, ...]  # Set index -> pattern id
     atom_only: tuple[tuple[int, tuple[str, ...]], ...]
     progress: frozenset[int]
     ansi: Any
     single: dict[int, Any]  # pattern id -> its own RE2 (compiled when first needed)
     regexes: Mapping[int, str]
-    atom_set: Any  # RE2 Set of every atom (lower case bytes), or None
-    atom_bytes: tuple[bytes, ...]
-    atom_ids: tuple[frozenset[int], ...]  # per atom: the patterns it screens for
-    unscreened: frozenset[int]  # patterns without atoms: every line is a candidate
-    everything: frozenset[int]
+    screen: Any  # RE2 Set of every pattern, loosened, over a block's text: which may match in it
+    screen_ids: tuple[int, ...]  # screen index -> pattern id
+    screens: Mapping[int, bytes]  # pattern id -> its screen, to locate it in a block
+    everywhere: frozenset[int]  # patterns the screen cannot bound: every line is a candidate
+    atom_map: Mapping[int, tuple[str, ...]]  # atom_only as a mapping
+    exact: frozenset[int]  # patterns whose screen is the pattern itself on a clean line (`_BlockText.clean`)
+    located: dict[int, Any] = field(default_factory=dict)  # pattern id -> compiled screen (on first use)
+
+
+# A screen must match wherever its pattern matches some frame of a line: `\A` and `\z`
+# mean a frame's ends there but the block's ends in a screen, so such patterns are not screened.
+_FRAME_ENDS = re.compile(r"\\.")
+# Characters a pattern's ASCII letters match under `(?i)` in text, not in bytes (the Kelvin
+# sign and the long s): lines holding them are candidates for every pattern.
+_FOLDS = (b"\xe2\x84\xaa", b"\xc5\xbf")
+_FOLD_SCREEN = b"(?:\\xe2\\x84\\xaa|\\xc5\\xbf)"
+_FOLD = -1  # the screen's id for them
+
+
+def _literal(text: str) -> str:
+    """A literal for RE2 over bytes: ASCII as escapes, any other character as its bytes may be."""
+    return "".join(f"\\x{ord(ch):02x}" if ch.isascii() else r"(?:[\x80-\xff]{1,4})" for ch in text)
+
+
+def _screen_source(p: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """A pattern for the screen over raw bytes (see `rewrites.byte_superset`), or None."""
+    if p["js"] is None:  # matched by its atoms in ASCII lower case: any case is a superset
+        return "(?i)(?:" + "|".join(_literal(a) for a in p["atoms"]) + ")", True
+    if any(m[0] in ("\\A", "\\z") for m in _FRAME_ENDS.finditer(p["regex"])):
+        return None
+    source, exact = byte_superset(p["regex"])
+    return "(?m)" + source, exact
 
 
 def _compile(spec: Mapping[str, Any]) -> _Compiled:
-    options = re2.Options()
-    options.never_nl = True
-    options.max_mem = 64 << 20  # the whole library in one automaton
-    matchers = re2.Set.SearchSet(options)
     set_ids: list[int] = []
     atom_only: list[tuple[int, tuple[str, ...]]] = []
     for p in spec["patterns"]:
         if p["js"] is not None:
-            matchers.Add(p["regex"])
             set_ids.append(p["id"])
         elif p["atoms"]:
             atom_only.append((p["id"], tuple(p["atoms"])))
-    matchers.Compile()
-    screens: dict[str, set[int]] = {}
+    screen = re2.Set.SearchSet(_BYTES)
+    screen_ids: list[int] = []
+    screens: dict[int, bytes] = {}
+    exact: set[int] = set()
+    everywhere: set[int] = set()
     for p in spec["patterns"]:
-        for atom in p["atoms"] or ():
-            screens.setdefault(atom, set()).add(p["id"])
-    atom_bytes = tuple(a.encode("utf-8") for a in screens)
-    atom_set = None
-    if atom_bytes:
-        bytes_options = re2.Options()
-        bytes_options.never_nl = True
-        bytes_options.max_mem = 64 << 20
-        bytes_options.encoding = re2.Options.Encoding.LATIN1
-        atom_set = re2.Set.SearchSet(bytes_options)
-        for atom in atom_bytes:
-            atom_set.Add(re.escape(atom))
-        atom_set.Compile()
-    usable = [p for p in spec["patterns"] if p["js"] is not None or p["atoms"]]
+        if p["js"] is None and not p["atoms"]:
+            continue  # neither engine can run it
+        found = _screen_source(p)
+        if found is None:
+            everywhere.add(p["id"])
+            continue
+        source = found[0].encode("ascii")
+        screen.Add(source)
+        screen_ids.append(p["id"])
+        screens[p["id"]] = source
+        if found[1]:
+            exact.add(p["id"])
+    screen.Add(_FOLD_SCREEN)  # last: its index is len(screen_ids)
+    screen.Compile()
     return _Compiled(
         rules=spec["rules"],
-        matchers=matchers if set_ids else None,
+        matchers=[],
         set_ids=tuple(set_ids),
         atom_only=tuple(atom_only),
         progress=frozenset(p["id"] for p in spec["patterns"] if p["kind"] == "progress"),
         ansi=re.compile(spec["ansi"]),  # RE2 refuses {0,4096}; the reader uses `re` too
         single={},
         regexes={p["id"]: p["regex"] for p in spec["patterns"] if p["js"] is not None},
-        atom_set=atom_set,
-        atom_bytes=atom_bytes,
-        atom_ids=tuple(frozenset(ids) for ids in screens.values()),
-        unscreened=frozenset(p["id"] for p in usable if not p["atoms"]),
-        everything=frozenset(p["id"] for p in usable),
+        screen=screen,
+        screen_ids=(*screen_ids, _FOLD),
+        screens=screens,
+        everywhere=frozenset(everywhere),
+        atom_map=dict(atom_only),
+        exact=frozenset(exact),
     )
 
 
-def _matches_some(compiled: _Compiled, text: str, ids: Sequence[int]) -> list[int]:
-    """Which of some patterns match one line: `_matches` restricted to them."""
-    if len(ids) > 1:  # one pass of the whole set costs about what one pattern does
-        found_all = _matches(compiled, text)
-        return [pid for pid in ids if pid in found_all]
+def _bytes_options() -> Any:
+    options = re2.Options()
+    options.never_nl = True
+    options.max_mem = 64 << 20  # the whole library in one automaton
+    options.encoding = re2.Options.Encoding.LATIN1  # bytes as bytes: invalid UTF-8 needs no decoding
+    return options
+
+
+_BYTES = _bytes_options()
+
+
+def _frames(compiled: _Compiled, text: str) -> list[str]:
+    """A line as `_matches` judges it: without escape sequences, frame by frame."""
     if "\x1b" in text:
         text = compiled.ansi.sub("", text)
-    frames = [f for f in (text.split("\r") if "\r" in text else (text,)) if f]
-    lower = [f.translate(_ASCII_LOWER) for f in frames] if compiled.atom_only else []
-    atom_only = dict(compiled.atom_only)
-    found = []
-    for pid in ids:
-        if pid in atom_only:
-            words = atom_only[pid]
-            if any(w in low for low in lower for w in words):
-                found.append(pid)
-            continue
-        regex = compiled.single.get(pid)
-        if regex is None:
+    return [f for f in (text.split("\r") if "\r" in text else (text,)) if f]
+
+
+def _single(compiled: _Compiled, pid: int) -> Any:
+    """A pattern's own RE2 over a line's text (compiled when first needed)."""
+    regex = compiled.single.get(pid)
+    if regex is None:
+        options = re2.Options()
+        options.never_nl = True
+        regex = compiled.single[pid] = re2.compile(compiled.regexes[pid], options)
+    return regex
+
+
+_UNANCHORED = re2._Anchor.UNANCHORED
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _exact_set(compiled: _Compiled) -> Any:
+    """The RE2 Set of the exact patterns over a line's text, or None; compiled when first needed.
+
+    Its bounded repeats make it slow to compile (a second or so for the shipped library), and
+    the block path needs it only for the rare lines longer than `line_bytes`.
+    """
+    if not compiled.matchers:
+        matchers = None
+        if compiled.set_ids:
             options = re2.Options()
             options.never_nl = True
-            regex = compiled.single[pid] = re2.compile(compiled.regexes[pid], options)
-        if any(regex.search(f) for f in frames):
-            found.append(pid)
-    return found
-
-
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+            options.max_mem = 64 << 20  # the whole library in one automaton
+            matchers = re2.Set.SearchSet(options)
+            for pid in compiled.set_ids:
+                matchers.Add(compiled.regexes[pid])
+            matchers.Compile()
+        compiled.matchers.append(matchers)
+    return compiled.matchers[0]
 
 
 def _matches(compiled: _Compiled, text: str) -> set[int]:
@@ -214,8 +264,9 @@ def _matches(compiled: _Compiled, text: str) -> set[int]:
     for frame in text.split("\r") if "\r" in text else (text,):
         if not frame:
             continue
-        if compiled.matchers is not None:
-            found.update(compiled.set_ids[i] for i in compiled.matchers.Match(frame) or ())
+        matchers = _exact_set(compiled)
+        if matchers is not None:
+            found.update(compiled.set_ids[i] for i in matchers.Match(frame) or ())
         if compiled.atom_only:
             lower = frame.translate(_ASCII_LOWER)
             found.update(pid for pid, words in compiled.atom_only if any(w in lower for w in words))
@@ -236,11 +287,286 @@ def physical_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
         yield carry
 
 
+SLICE_BYTES = 256 << 10  # the screen names patterns per slice: a pattern is located only in its slices
+
+
+class _BlockText:
+    """A block of whole lines: its lines' bounds, their decoded text, and the text the screen scans."""
+
+    def __init__(self, compiled: _Compiled, data: bytes, size: int) -> None:
+        import numpy  # large logs only: a small one does not pay for the import
+
+        self.raw, self.size = data, size  # the block is data[:size], not copied out
+        self.line_bytes = int(compiled.rules["line_bytes"])
+        newlines = numpy.flatnonzero(numpy.frombuffer(data, dtype=numpy.uint8, count=size) == 10)
+        whole = size > 0 and data[size - 1] == 10
+        ends = newlines if whole else numpy.append(newlines, size)
+        self.raw_ends: list[int] = ends.tolist()
+        self.n = len(self.raw_ends)
+        # Lines judged on a cut prefix (the screen sees them whole) are judged one by one.
+        self.direct: set[int] = set(numpy.flatnonzero(numpy.diff(ends, prepend=-1) - 1 > self.line_bytes).tolist())
+        self.buf = data
+        self.ends: list[int] | None = self.raw_ends
+        if data.find(b"\x1b", 0, size) >= 0:  # the screen scans the text as the rules judge it: without escapes
+            decoded = compiled.ansi.sub("", data[:size].decode("utf-8", errors="replace"))
+            self.buf = decoded.encode("utf-8", errors="surrogatepass")
+            self.size = len(self.buf)
+            buf_ends = numpy.flatnonzero(numpy.frombuffer(self.buf, dtype=numpy.uint8) == 10).tolist()
+            if not whole:
+                buf_ends.append(self.size)
+            self.ends = buf_ends if len(buf_ends) == self.n else None
+        self.ascii = self.size == len(self.buf) and self.buf.isascii()
+        self._texts: dict[int, str] = {}
+
+    def clean(self, i: int) -> bool:
+        """Whether line i is judged as the screen sees it: whole, one frame (no CR), in ASCII."""
+        assert self.ends is not None
+        start, end = self.start(i), self.ends[i]
+        return (
+            i not in self.direct
+            and self.buf.find(b"\r", start, end) < 0
+            and (self.ascii or self.buf[start:end].isascii())
+        )
+
+    def text(self, i: int) -> str:
+        """Line i as the rules judge and keep it: its first line_bytes bytes, decoded."""
+        t = self._texts.get(i)
+        if t is None:
+            start = self.raw_ends[i - 1] + 1 if i else 0
+            end = min(self.raw_ends[i], start + self.line_bytes)
+            t = self._texts[i] = self.raw[start:end].decode("utf-8", errors="replace")
+        return t
+
+    def start(self, i: int) -> int:
+        """Where line i starts in the scanned text."""
+        assert self.ends is not None
+        return self.ends[i - 1] + 1 if i else 0
+
+    def slices(self) -> list[tuple[int, int]]:
+        """The scanned text cut into runs of whole lines of about SLICE_BYTES."""
+        assert self.ends is not None
+        ends, size, out, s = self.ends, self.size, [], 0
+        while s < size:
+            k = bisect_left(ends, s + SLICE_BYTES)
+            e = size if k >= len(ends) else min(ends[k] + 1, size)
+            out.append((s, e))
+            s = e
+        return out
+
+
+class _BlockPass:
+    """One block through the rules (see `Selector.feed`)."""
+
+    def __init__(self, selector: Selector, text: _BlockText) -> None:
+        self.sel, self.t, self.c = selector, text, selector._c
+        self.rules = self.c.rules
+        self.base = selector.lines
+        self._frames: dict[int, list[str]] = {}
+        self._lower: dict[int, list[str]] = {}
+        self._utf8: dict[int, list[bytes]] = {}
+        self.present: dict[int, list[tuple[int, int]]] = {}
+        self.extra: dict[int, list[int]] = {}  # pattern -> long lines it matches
+
+    def run(self) -> None:
+        sel, t, c, rules, base = self.sel, self.t, self.c, self.rules, self.base
+        for i in range(t.n):  # the head, and context after a match in the previous block
+            if base + i + 1 > max(rules["head"], sel.after_until):
+                break
+            sel.kept[base + i + 1] = t.text(i)
+        view, match = memoryview(t.buf), c.screen._set.Match
+        slices = t.slices()
+        # RE2 releases the GIL while it scans: with an executor's map, slices are screened at once.
+        for (s, e), found in zip(slices, sel.scan_map(lambda se: match(view[se[0] : se[1]]), slices), strict=True):
+            for idx in found or ():
+                self.present.setdefault(c.screen_ids[idx], []).append((s, e))
+        for pid in c.everywhere:
+            self.present[pid] = [(0, t.size)]
+        for i in sorted(t.direct):
+            for pid in self.maybe(i):
+                self.extra.setdefault(pid, []).append(i)
+        folds = self.present.pop(_FOLD, [])
+        for i in sorted({i for s, e in folds for i in self.located_bytes(_FOLDS, s, e)}):
+            for pid in (*c.screens, *c.everywhere):
+                self.extra.setdefault(pid, []).append(i)
+        found = set(self.present) | set(self.extra)
+        self.progress(sorted(found & c.progress))
+        for pid in sorted(found - c.progress):
+            self.pattern(pid)
+        context = sel.context
+        for i in range(max(0, t.n - max(int(rules["tail"]), context)), t.n):
+            sel.tail.append((base + i + 1, t.text(i)))
+            sel.before.append((base + i + 1, t.text(i)))
+
+    def frames(self, i: int) -> list[str]:
+        f = self._frames.get(i)
+        if f is None:
+            f = self._frames[i] = _frames(self.c, self.t.text(i))
+        return f
+
+    def maybe(self, i: int) -> set[int]:
+        """The patterns that may match line i, by the screen run on its frames alone."""
+        c, found = self.c, set(self.c.everywhere)
+        for data in self.utf8(i):
+            found.update(c.screen_ids[idx] for idx in c.screen._set.Match(data) or ())
+        if _FOLD in found:  # a character only text case folding matches: any pattern may
+            return {*c.screens, *c.everywhere}
+        return found
+
+    def utf8(self, i: int) -> list[bytes]:
+        f = self._utf8.get(i)
+        if f is None:
+            f = self._utf8[i] = [frame.encode("utf-8", errors="surrogatepass") for frame in self.frames(i)]
+        return f
+
+    def confirm(self, i: int, pid: int, *, found: bool = True) -> bool:
+        """Whether a pattern matches line i: what `_matches` says of it, for one pattern.
+
+        When the pattern's screen `found` the line, the screen is the pattern itself
+        (`_Compiled.exact`) and it sees the line as the rules do (`_BlockText.clean`),
+        that finding is the answer.
+        """
+        if found and pid in self.c.exact and self.t.clean(i):
+            return True
+        atoms = self.c.atom_map.get(pid)
+        if atoms is not None:
+            lower = self._lower.get(i)
+            if lower is None:
+                lower = self._lower[i] = [f.translate(_ASCII_LOWER) for f in self.frames(i)]
+            return any(w in low for low in lower for w in atoms)
+        regexp = _single(self.c, pid)._regexp  # not the wrapper's search(): it costs more than the match
+        return any(regexp.Match(_UNANCHORED, data, 0, len(data))[0][0] >= 0 for data in self.utf8(i))
+
+    def located_bytes(self, needles: tuple[bytes, ...], lo: int, hi: int) -> Iterator[int]:
+        """Lines starting in the scanned text's [lo, hi) that hold one of the needles."""
+        t = self.t
+        assert t.ends is not None
+        for needle in needles:
+            at = t.buf.find(needle, lo, hi)
+            while at >= 0:
+                i = bisect_left(t.ends, at)
+                yield i
+                at = t.buf.find(needle, t.ends[i] + 1, hi) if i + 1 < t.n else -1
+
+    def located(self, pid: int, lo: int, hi: int) -> Iterator[int]:
+        """Lines starting in the scanned text's [lo, hi) that the pattern's screen matches, in order."""
+        t = self.t
+        ends = t.ends
+        assert ends is not None
+        if pid in self.c.everywhere:
+            yield from range(bisect_left(ends, lo), bisect_left(ends, hi))
+            return
+        rx = self.c.located.get(pid)
+        if rx is None:
+            rx = self.c.located[pid] = re2.compile(self.c.screens[pid], _BYTES)
+        regexp, buf, pos = rx._regexp, t.buf, lo
+        while pos < hi:
+            at = regexp.Match(_UNANCHORED, buf, pos, hi)[0][0]
+            if not 0 <= at < hi:
+                return
+            i = bisect_left(ends, at)
+            yield i
+            pos = ends[i] + 1
+
+    def candidates(self, pid: int, lo: int, hi: int) -> list[int]:
+        """Lines in [lo, hi) that may match the pattern (screened, or long), in order."""
+        t = self.t
+        found: set[int] = set()
+        for s, e in self.present.get(pid, ()):
+            if e > lo and s < hi:
+                found.update(self.located(pid, max(s, lo), min(e, hi)))
+        for i in self.extra.get(pid, ()):
+            if lo <= t.start(i) < hi:
+                found.add(i)
+        return sorted(found)
+
+    def pattern(self, pid: int) -> None:
+        """A pattern's first matches (kept, some with context), then its last."""
+        sel, t, rules, base, context = self.sel, self.t, self.rules, self.base, self.sel.context
+        cap, count = int(rules["per_pattern"]), sel.counts.get(pid, 0)
+        last, done, exhausted = None, -1, True  # the last match seen; the last line examined
+        if count < cap:
+            for i in self._ordered(pid):
+                if count >= cap:
+                    exhausted = False
+                    break
+                done = i
+                if not self.confirm(i, pid):
+                    continue
+                count += 1
+                last = i
+                no = base + i + 1
+                sel.kept[no] = t.text(i)
+                if count <= rules["with_context"] and context:
+                    for j in range(max(0, i - context), i):
+                        sel.kept[base + j + 1] = t.text(j)
+                    for before_no, before_text in sel.before:
+                        if before_no >= no - context:
+                            sel.kept[before_no] = before_text
+                    for j in range(i + 1, min(t.n, i + context + 1)):
+                        sel.kept[base + j + 1] = t.text(j)
+                    sel.after_until = max(sel.after_until, no + context)
+        else:
+            exhausted = False
+        sel.counts[pid] = count
+        if not exhausted and done < t.n - 1:  # past its cap: only its last match matters
+            lo = t.start(done + 1) if done >= 0 else 0
+            later = self._from_end([pid], lo, t.size, 1)
+            if later:
+                last = later[0]
+        if last is not None:
+            sel.last[pid] = (base + last + 1, t.text(last))
+
+    def _ordered(self, pid: int) -> Iterator[int]:
+        """The lines that may match a pattern, in order, found slice by slice as they are needed."""
+        spans = list(self.present.get(pid, ()))
+        spans.extend((self.t.start(i), self.t.start(i) + 1) for i in self.extra.get(pid, ()))
+        prev = -1
+        for s, e in sorted(spans):
+            for i in self.candidates(pid, s, e):
+                if i > prev:
+                    prev = i
+                    yield i
+
+    def _from_end(self, ids: list[int], lo: int, hi: int, want: int) -> list[int]:
+        """Up to `want` lines in [lo, hi), last first, that one of the patterns matches.
+
+        Windows of whole lines from the end, each eight times the last: a frequent pattern
+        is found in the first small one, a rare one costs a few searches of the block.
+        """
+        t, found, size = self.t, [], 4096
+        while hi > lo and len(found) < want:
+            assert t.ends is not None
+            start = max(lo, hi - size)
+            k = bisect_left(t.ends, start)
+            start = max(lo, t.start(k) if k < t.n else hi)
+            finders: dict[int, set[int]] = {}  # line -> the patterns whose screens found it
+            for p in ids:
+                for i in self.candidates(p, start, hi):
+                    finders.setdefault(i, set()).add(p)
+            for i in sorted(finders, reverse=True):
+                # A pattern whose screen did not find the line is judged without the shortcut.
+                if any(self.confirm(i, p, found=p in finders[i]) for p in ids):
+                    found.append(i)
+                    if len(found) >= want:
+                        break
+            hi, size = start, size * 8
+        return found
+
+    def progress(self, ids: list[int]) -> None:
+        """The last progress lines of the block: lines any progress pattern matches."""
+        if not ids:
+            return
+        t, base = self.t, self.base
+        lines = self._from_end(sorted(self.c.progress), 0, t.size, int(self.rules["progress"]))
+        self.sel.progress.extend((base + i + 1, t.text(i)) for i in reversed(lines))
+
+
 class Selector:
     """Apply the rules to a log line by line, in bounded memory."""
 
-    def __init__(self, spec: Mapping[str, Any]) -> None:
+    def __init__(self, spec: Mapping[str, Any], *, scan_map: Callable[..., Iterable[Any]] = map) -> None:
         self._c = _compile(spec)
+        self.scan_map = scan_map  # `map`, or an executor's: slices are screened in parallel
         rules = self._c.rules
         self.context = int(rules["context"])
         self.kept: dict[int, str] = {}
@@ -279,97 +605,28 @@ class Selector:
         self.before.append((no, text))
         self.tail.append((no, text))
 
-    def feed(self, block: bytes) -> None:
-        """Judge a block of whole lines (the last may lack its newline): what `add` does line by line, faster.
+    def feed(self, block: bytes, size: int | None = None) -> None:
+        """Judge block[:size], whole lines (the last may lack its newline): what `add` does, faster.
 
-        Lines are screened by their atoms first (as the browser does), and only candidates
-        are decoded and matched; a line with an escape sequence is a candidate for every
-        pattern, so an escape inside a literal cannot hide it.
+        The block's text (escape sequences removed) is scanned in slices by one RE2 Set of
+        every pattern, loosened to match a superset of the lines the pattern matches
+        (`rewrites.byte_superset`); a pattern is then located only in the slices the Set
+        names, one search per line it may match, and only as far as the rules still need it
+        (its first matches, then its last). Each line found this way is confirmed by the
+        line-by-line rules unless the screen is the pattern itself, so what is kept is what
+        `add` keeps.
         """
-        c, rules = self._c, self._c.rules
-        lines = block.split(b"\n")
-        if block.endswith(b"\n"):
-            lines.pop()
-        n, base, context = len(lines), self.lines, self.context
-        starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
-        texts: dict[int, str] = {}
-
-        def text(i: int) -> str:
-            t = texts.get(i)
-            if t is None:
-                t = texts[i] = lines[i][: rules["line_bytes"]].decode("utf-8", errors="replace")
-            return t
-
-        candidates: dict[int, set[int]] = {}
-        if c.unscreened - c.progress:
-            for i in range(n):
-                candidates[i] = set(c.unscreened - c.progress)
-        if c.atom_set is not None:
-            lower = block.lower()
-            for a in c.atom_set.Match(lower) or ():
-                atom, ids = c.atom_bytes[a], c.atom_ids[a]
-                pos = lower.find(atom)
-                while pos >= 0:
-                    i = bisect_right(starts, pos) - 1
-                    candidates.setdefault(i, set()).update(ids)
-                    pos = lower.find(atom, starts[i + 1]) if i + 1 < n else -1
-        if b"\x1b" in block:
-            for i, raw in enumerate(lines):
-                if b"\x1b" in raw:
-                    candidates.setdefault(i, set()).update(c.everything)
-
-        for i in range(n):  # the head, and context after a match in the previous block
-            if base + i + 1 > max(rules["head"], self.after_until):
-                break
-            self.kept[base + i + 1] = text(i)
-        capped: dict[int, list[int]] = {}
-        progress_lines: list[int] = []
-        for i in sorted(candidates):
-            ids = candidates[i]
-            if ids & c.progress:
-                progress_lines.append(i)
-            check = []
-            for pid in sorted(ids - c.progress):
-                if self.counts.get(pid, 0) >= rules["per_pattern"]:
-                    capped.setdefault(pid, []).append(i)
-                else:
-                    check.append(pid)
-            if not check:
-                continue
-            no = base + i + 1
-            for pid in _matches_some(c, text(i), check):
-                seen = self.counts[pid] = self.counts.get(pid, 0) + 1
-                self.last[pid] = (no, text(i))
-                if seen <= rules["per_pattern"]:
-                    self.kept[no] = text(i)
-                if seen <= rules["with_context"] and context:
-                    for j in range(i - context, i):
-                        if j >= 0:
-                            self.kept[base + j + 1] = text(j)
-                    for before_no, before_text in self.before:
-                        if before_no >= no - context:
-                            self.kept[before_no] = before_text
-                    for j in range(i + 1, min(n, i + context + 1)):
-                        self.kept[base + j + 1] = text(j)
-                    self.after_until = max(self.after_until, no + context)
-        for pid, where in capped.items():  # the last match of a pattern over its cap
-            for i in reversed(where):
-                if _matches_some(c, text(i), (pid,)):
-                    self.last[pid] = (base + i + 1, text(i))
-                    break
-        found: list[tuple[int, str]] = []  # the last progress lines, from the end
-        scan = range(n) if c.unscreened & c.progress else progress_lines
-        for i in reversed(scan):
-            if len(found) >= rules["progress"]:
-                break
-            if _matches_some(c, text(i), sorted(c.progress)):
-                found.append((base + i + 1, text(i)))
-        self.progress.extend(reversed(found))
-        for i in range(max(0, n - max(int(rules["tail"]), context)), n):
-            self.tail.append((base + i + 1, text(i)))
-            self.before.append((base + i + 1, text(i)))
-        self.lines += n
-        self.bytes += len(block) + (0 if block.endswith(b"\n") or not n else 1)
+        size = len(block) if size is None else size
+        if not size:
+            return
+        text = _BlockText(self._c, block, size)
+        if text.ends is None:  # escape rules that would join lines: judge line by line
+            for raw in physical_lines([block[:size]]):
+                self.add(raw)
+            return
+        _BlockPass(self, text).run()
+        self.lines += text.n
+        self.bytes += size + (0 if block[size - 1] == 10 else 1)
 
     def excerpt(self, *, ends_with_newline: bool = True) -> Excerpt:
         """What was kept, in line order."""
@@ -380,26 +637,33 @@ class Selector:
         return Excerpt(lines=tuple(sorted(kept.items())), total_lines=self.lines, total_bytes=size)
 
 
-def whole_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
-    """Blocks cut after their last newline (the rest joins the next block); the end as it is."""
+def _whole_lines(blocks: Iterable[bytes]) -> Iterator[tuple[bytes, int]]:
+    """Blocks cut after their last newline (the rest joins the next), as (data, size): data[:size], uncopied."""
     carry = b""
     for block in blocks:
         if not block:
             continue
         data = carry + block if carry else block
-        cut = data.rfind(b"\n") + 1
-        if cut:
-            yield data[:cut]
-        carry = data[cut:]
+        size = data.rfind(b"\n") + 1
+        if size:
+            yield data, size
+        carry = data[size:]
     if carry:
-        yield carry
+        yield carry, len(carry)
 
 
-def select_evidence(blocks: Iterable[bytes], spec: Mapping[str, Any]) -> Excerpt:
-    """Read a log (as blocks of bytes, e.g. a file's chunks) and keep only the evidence."""
-    selector = Selector(spec)
-    ends_with_newline = True
-    for block in whole_lines(blocks):
-        ends_with_newline = block.endswith(b"\n")
-        selector.feed(block)
+def select_evidence(blocks: Iterable[bytes], spec: Mapping[str, Any], *, threads: int = 1) -> Excerpt:
+    """Read a log (as blocks of bytes, e.g. a file's chunks) and keep only the evidence.
+
+    With `threads` > 1, each block's slices are screened by that many threads.
+    """
+    with contextlib.ExitStack() as stack:
+        scan_map: Callable[..., Iterable[Any]] = map
+        if threads > 1:
+            scan_map = stack.enter_context(ThreadPoolExecutor(threads, thread_name_prefix="evidence")).map
+        selector = Selector(spec, scan_map=scan_map)
+        ends_with_newline = True
+        for data, size in _whole_lines(blocks):
+            ends_with_newline = data[size - 1] == 10
+            selector.feed(data, size)
     return selector.excerpt(ends_with_newline=ends_with_newline)

@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import re2
 import regex
-import yaml
 from pydantic import ValidationError
 
 from app.core import builtin
@@ -30,6 +29,9 @@ from app.core.scoring import Measured
 from app.core.signature import Pattern, Signature
 from app.core.similar import SimilarIndex
 from app.errors import Issue, LibraryError
+
+if TYPE_CHECKING:
+    import yaml
 
 TAXONOMY_FILE = "taxonomy.yaml"  # the list of failure classes, beside the signature folders
 MEASURED_FILE = "measured.json"  # what `tracelore eval` measured per signature, beside them too
@@ -135,39 +137,43 @@ class Library:
     @functools.cached_property
     def kinds(self) -> Mapping[str, frozenset[int]]:
         """Per rule kind, the indexes of the patterns some rule of that kind uses."""
-        return MappingProxyType(
-            {
-                k: frozenset(i for i, rules in enumerate(self.rules) if any(r.kind == k for r in rules))
-                for k in get_args(PatternKind)
-            }
-        )
+        found: dict[str, set[int]] = {k: set() for k in get_args(PatternKind)}
+        for i, rules in enumerate(self.rules):  # one pass over the rules, not one per kind
+            for rule in rules:
+                found[rule.kind].add(i)
+        return MappingProxyType({k: frozenset(v) for k, v in found.items()})
 
 
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: ~10x faster
+@functools.cache
+def _loader() -> Any:
+    """A safe YAML loader that refuses duplicate mapping keys (they silently drop knowledge).
 
+    Built on first use: a start-up that finds the parse cache never imports YAML.
+    """
+    import yaml
 
-class _UniqueKeyLoader(_BaseLoader):  # type: ignore[misc, valid-type]
-    """A safe loader that refuses duplicate mapping keys (they silently drop knowledge)."""
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: ~10x faster
 
+    class UniqueKeyLoader(base):  # type: ignore[misc, valid-type]
+        pass
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
+    def construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
 
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,  # type: ignore[arg-type]
-)
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return UniqueKeyLoader
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
     """The 1-based line of the YAML node at a pydantic error location."""
+    import yaml
+
     best = node.start_mark.line + 1 if node is not None else None
     for part in loc:
         if isinstance(node, yaml.MappingNode):
@@ -190,7 +196,9 @@ def parse_signature(text: str, path: Path) -> tuple[Signature | None, list[Issue
 
 def _parse(text: str, path: Path) -> tuple[Signature | None, Any, list[Issue]]:
     """A signature file's signature (or its located issues) and the YAML data it came from."""
-    loader = _UniqueKeyLoader(text)
+    import yaml
+
+    loader = _loader()(text)
     try:  # one parse: the node tree gives line numbers, the same tree gives the data
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None

@@ -50,3 +50,67 @@ def open_repeats(pattern: str) -> str:
 def relaxed(pattern: str) -> str:
     """`frame_anchors` and `open_repeats` at once: what the library's Set scans with."""
     return _rewrite(pattern, anchors=True, relax=True)
+
+
+# One character of text, as the raw bytes of a log may hold it: an ASCII byte, or a run of
+# one to four bytes >= 0x80 (a UTF-8 sequence, or the invalid bytes one U+FFFD replaced).
+_WIDE = r"(?:[\x80-\xff]{1,4})"
+_ANY = r"(?:[^\n]|[\x80-\xff]{1,4})"
+_BYTES_TOKEN = re.compile(
+    r"\\[pP](?:\{[^}]*\}|.)"  # a Unicode class
+    r"|\\x\{([0-9A-Fa-f]+)\}|\\x([0-9A-Fa-f]{2})"  # a character by its code
+    r"|\\Q.*?(?:\\E|\Z)"  # quoted text
+    r"|\\[SWD]|\\."  # a negated Perl class, or another escape
+    r"|\[\^?\]?(?:\\.|\[:[a-z]+:\]|[^\]])*\]"  # a character class
+    r"|\{(\d+),\d+\}|[$^.]|[^\x00-\x7f]",
+    re.DOTALL,
+)
+
+
+def byte_superset(pattern: str) -> tuple[str, bool]:
+    """A pattern for RE2 over raw bytes (Latin-1) that matches every line whose text the pattern matches.
+
+    The text is the line decoded from UTF-8 (invalid bytes replaced) and split into frames;
+    the bytes are the line as read. So: `^` and `$` also at a CR, bounded repeats opened,
+    and each construct that matches one character of text also matches the one to four
+    bytes >= 0x80 such a character is in the log (`.`, negated classes, non-ASCII literals).
+    The second value tells whether, on a line of ASCII text with no CR, the result matches
+    exactly where the pattern does: then a line it finds needs no confirming.
+
+    Not covered: under `(?i)`, text's Unicode folding lets `k` match the Kelvin sign and `s`
+    the long s (their bytes are E2 84 AA and C5 BF); a caller looks for those apart.
+    """
+    exact = True
+
+    def token(m: re.Match[str]) -> str:
+        nonlocal exact
+        text = m[0]
+        if text in _ANCHORS:
+            return _ANCHORS[text]
+        if text == ".":
+            return r"(?:[^\x80-\xff\n]|[\x80-\xff]{1,4})"
+        if m[3] is not None:  # a bounded repeat
+            exact = False
+            return f"{{{m[3]},}}"
+        code = m[1] or m[2]
+        if code is not None:
+            return text if int(code, 16) < 0x80 else _WIDE
+        if text.startswith(("\\p", "\\P")):
+            exact = False
+            return _ANY
+        if text.startswith("\\Q"):
+            body = text[2:].removesuffix("\\E")
+            return "".join(_WIDE if ord(c) >= 0x80 else f"\\x{ord(c):02x}" for c in body)
+        if text in ("\\S", "\\W", "\\D"):
+            return f"(?:{text}|[\\x80-\\xff]{{1,4}})"
+        if text.startswith("\\"):
+            return text
+        if text.startswith("["):
+            inner = text[1:-1]
+            if not inner.isascii() or "\\x{" in inner or re.search(r"\\[pP]|\\x[89a-fA-F]", inner):
+                exact = False  # members beyond ASCII: any one character will do
+                return _ANY
+            return f"(?:{text}|[\\x80-\\xff]{{1,4}})" if text.startswith("[^") else text
+        return _WIDE  # a non-ASCII literal: on ASCII text it matches nothing, as the pattern
+
+    return _BYTES_TOKEN.sub(token, pattern), exact

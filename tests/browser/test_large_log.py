@@ -138,3 +138,22 @@ def test_a_gzip_file_is_read_through_the_browser_s_decompressor(
         expected = select_evidence(iter(lambda: f.read(1 << 20), b""), prefilter_spec(library))
     assert payload["total_bytes"] == mid_log.stat().st_size
     assert [(e["line"], e["text"]) for e in payload["excerpt"]] == list(expected.lines)
+
+
+def test_a_file_picked_while_another_is_read_replaces_it(
+    page: Page, server: LiveServer, mid_log: Path, tmp_path: Path
+) -> None:
+    """Picking again cancels the run in progress (its workers stop); progress ends full."""
+    small = tmp_path / "small.log"
+    small.write_text("step 1\nRuntimeError: CUDA error: device-side assert triggered\n")
+    page.goto(server.url + "/")
+    page.set_input_files("#file", str(mid_log))
+    expect(page.locator("#excerpt-status")).to_contain_text("Reading train.log")
+    page.set_input_files("#file", str(small))
+    summary = page.locator("#excerpt-summary")
+    expect(summary).to_have_attribute("data-total", "2", timeout=PICK_TIMEOUT)
+    # The first run, cancelled, never shows its result over the second file's.
+    page.wait_for_timeout(2000)
+    expect(summary).to_have_attribute("data-total", "2")
+    expect(page.locator("#excerpt-status")).to_contain_text("Read small.log")
+    assert page.locator("#excerpt-progress").evaluate("bar => bar.value") == 1

@@ -247,3 +247,88 @@ def test_the_fast_block_path_keeps_what_the_line_by_line_rules_keep(library: Lib
     for data in logs:
         blocks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
         assert select_evidence(blocks, spec) == _line_by_line(data, spec)
+
+
+# --- the block path over text beyond ASCII ---------------------------------------------------------
+
+# Patterns whose text semantics differ from a byte scan's: one character of text is one to four
+# bytes (`.`, negated classes, non-ASCII literals and codes, Unicode classes), case folding
+# beyond ASCII (the Kelvin sign is a `k` under (?i)), anchors at frame ends.
+TRICKY_PATTERNS = (
+    r"(?i)kill",
+    r"a.b",
+    r"[^x]yz",
+    r"é+",
+    r"\S+Error",
+    r"^start",
+    r"end$",
+    r"(?i)straße",
+    r"x\x{e9}y",
+    r"\pLq",
+    r"[é]w",
+    r"\xe9t",
+    r"(?i)ss",
+)
+TRICKY_LINES = (
+    "aéb", b"a\xffb", "éyz", b"\xffyz", "xyz", "ééé", "€Error", b"\xe2\x82Error", "pre\rstart",
+    "x\rend", "\u212aill", "ſs", "STRASSE", "straße", "xéy", b"x\xe9y", "Ωq", "éw", "ét",
+    "\x1b[1mBO\x1b[0mOM", "K", "long " + "z" * 80 + "aéb", "noise", "BOOM", "ĸaboom",
+)  # fmt: skip
+
+
+def _tricky_spec(**rules: int) -> dict[str, Any]:
+    patterns: list[dict[str, Any]] = [
+        {"id": i, "kind": "fingerprint" if i else "progress", "regex": r, "js": r, "flags": "", "atoms": None}
+        for i, r in enumerate(TRICKY_PATTERNS)
+    ]
+    patterns.append(
+        {
+            "id": len(patterns),
+            "kind": "marker",
+            "regex": "(?i)boom",
+            "js": None,
+            "flags": "",
+            "atoms": ["boom", "ĸaboom"],
+        }
+    )
+    base = {"head": 1, "tail": 1, "context": 1, "with_context": 2, "per_pattern": 3, "progress": 2, "line_bytes": 64}
+    base.update(rules)
+    return {"version": 1, "rules": base, "ansi": r"\x1b\[[0-9;]{0,16}m", "patterns": patterns}
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [{}, {"per_pattern": 10**6, "with_context": 10**6, "progress": 10**6, "context": 0}],
+    ids=["caps", "every-match"],
+)
+def test_the_block_path_finds_what_the_line_rules_find_beyond_ascii(rules: dict[str, int]) -> None:
+    import random
+
+    rnd = random.Random(9)
+    picked = [rnd.choice(TRICKY_LINES) for _ in range(3000)]
+    data = b"\n".join(line if isinstance(line, bytes) else line.encode() for line in picked) + b"\n"
+    spec = _tricky_spec(**rules)
+    want = _line_by_line(data, spec)
+    assert len(want.lines) > 40
+    for size in (100, 4096, 1 << 20):
+        assert select_evidence([data[i : i + size] for i in range(0, len(data), size)], spec) == want
+    assert select_evidence([data], spec, threads=2) == want
+
+
+@pytest.mark.parametrize("pattern", TRICKY_PATTERNS)
+def test_a_byte_screen_matches_every_line_whose_text_the_pattern_matches(pattern: str) -> None:
+    import re2
+
+    from app.core.rewrites import byte_superset
+
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    screen = re2.compile(("(?m)" + byte_superset(pattern)[0]).encode("ascii"), options)
+    text_pattern = re2.compile(pattern)
+    for line in TRICKY_LINES:
+        raw = line if isinstance(line, bytes) else line.encode()
+        frames = raw.decode("utf-8", errors="replace").split("\r")
+        if "\u212a" in line or "ſ" in line if isinstance(line, str) else False:
+            continue  # case folding beyond ASCII: found apart (see byte_superset)
+        if any(text_pattern.search(f) for f in frames):
+            assert screen.search(raw), (pattern, line)

@@ -8,8 +8,14 @@
 // first matches, the last progress lines. The page shows what it kept, and on submit
 // posts only that, each line with its number in the original file. Without JavaScript,
 // or if anything here fails before sending, the form posts the whole file as usual.
+//
+// Speed: the costly part, finding the lines each pattern matches in a block, runs in Web
+// Workers (excerpt-worker.js), one per core, on the next blocks while this page applies
+// the rules to the answers in order (caps, context, head and tail).
 "use strict";
 (() => {
+  // Beside this script: its URL is known only while it first runs.
+  const WORKER_URL = document.currentScript ? new URL("excerpt-worker.js", document.currentScript.src).href : null;
   const BLOCK = 4 << 20; // bytes judged at a time
   const MAX_CARRY = 8 << 20; // a line longer than this is judged on its start only
   const SHOWN = 400; // kept lines listed on the page before sending
@@ -73,99 +79,57 @@
   }
 
   // ---- the rules -------------------------------------------------------------------------
-  const FOLD = new Uint8Array(256);
-  for (let b = 0; b < 256; b++) FOLD[b] = b >= 65 && b <= 90 ? b + 32 : b;
-  const lowerAscii = (s) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
-
   function compileSpec(spec) {
-    const patterns = spec.patterns.map((p) => {
-      let re = null;
-      if (p.js !== null) {
-        try {
-          re = new RegExp(p.js, p.flags);
-        } catch (err) {
-          re = null; // judged on its atoms below, like a pattern the server could not translate
-        }
-      }
-      return { id: p.id, progress: p.kind === "progress", re, atoms: p.atoms };
-    });
-    const usable = patterns.filter((p) => p.re || p.atoms);
-    return {
-      rules: spec.rules,
-      ansi: new RegExp(spec.ansi, "g"),
-      patterns,
-      ac: buildAutomaton(usable.filter((p) => p.atoms)),
-      always: usable.filter((p) => !p.atoms && !p.progress).map((p) => p.id),
-      progressAlways: usable.some((p) => !p.atoms && p.progress),
-      progressIds: usable.filter((p) => p.progress).map((p) => p.id),
-    };
+    return { spec, rules: spec.rules, patterns: spec.patterns };
   }
 
-  // Aho-Corasick over bytes, ASCII case folded: one pass finds every atom on every line.
-  function buildAutomaton(patterns) {
-    const encoder = new TextEncoder();
-    const words = [];
-    for (const p of patterns) for (const a of p.atoms) words.push([encoder.encode(a), p.id]);
-    const classOf = new Uint8Array(256);
-    let classes = 1;
-    for (const [bytes] of words) for (const b of bytes) if (!classOf[b]) classOf[b] = classes++;
-    const cls = new Uint8Array(256);
-    for (let b = 0; b < 256; b++) cls[b] = classOf[FOLD[b]];
-    const gotos = [new Map()];
-    const own = [[]];
-    for (const [bytes, id] of words) {
-      let s = 0;
-      for (const b of bytes) {
-        const c = classOf[b];
-        let next = gotos[s].get(c);
-        if (next === undefined) {
-          next = gotos.length;
-          gotos.push(new Map());
-          own.push([]);
-          gotos[s].set(c, next);
-        }
-        s = next;
-      }
-      own[s].push(id);
-    }
-    const n = gotos.length;
-    const Table = n < 65536 ? Uint16Array : Uint32Array;
-    const delta = new Table(n * classes);
-    const fail = new Int32Array(n);
-    const outs = new Array(n);
-    outs[0] = [];
-    const queue = [];
-    for (let c = 1; c < classes; c++) {
-      const next = gotos[0].get(c);
-      if (next !== undefined) {
-        delta[c] = next;
-        fail[next] = 0;
-        queue.push(next);
+  // Workers that find each block's matches (excerpt-worker.js); answers come back in the
+  // order asked, each worker taking every size-th block.
+  class WorkerPool {
+    constructor(spec, size) {
+      this.workers = [];
+      this.waiting = new Map(); // seq -> {resolve, reject}
+      this.seq = 0;
+      for (let k = 0; k < size; k++) {
+        const worker = new Worker(WORKER_URL);
+        worker.onmessage = (event) => {
+          const entry = this.waiting.get(event.data.seq);
+          this.waiting.delete(event.data.seq);
+          if (entry) entry.resolve(event.data);
+        };
+        worker.onerror = (event) => {
+          event.preventDefault();
+          this.fail(new Error("the log could not be read in the background"));
+        };
+        worker.postMessage({ spec });
+        this.workers.push(worker);
       }
     }
-    for (let head = 0; head < queue.length; head++) {
-      const s = queue[head];
-      outs[s] = own[s].concat(outs[fail[s]]);
-      for (let c = 1; c < classes; c++) {
-        const next = gotos[s].get(c);
-        if (next !== undefined) {
-          fail[next] = delta[fail[s] * classes + c];
-          delta[s * classes + c] = next;
-          queue.push(next);
-        } else {
-          delta[s * classes + c] = delta[fail[s] * classes + c];
-        }
-      }
+
+    work(buf) {
+      const seq = this.seq++;
+      const promise = new Promise((resolve, reject) => {
+        this.waiting.set(seq, { resolve, reject });
+        this.workers[seq % this.workers.length].postMessage({ seq, buf }, [buf.buffer]);
+      });
+      promise.catch(() => {}); // a cancelled run leaves answers nobody waits for
+      return promise;
     }
-    const outIndex = new Int32Array(n).fill(-1);
-    const outLists = [];
-    for (let s = 0; s < n; s++) {
-      if (outs[s] && outs[s].length) {
-        outIndex[s] = outLists.length;
-        outLists.push([...new Set(outs[s])]);
-      }
+
+    // Patterns past their cap: workers then look only for their last match.
+    capped(ids) {
+      if (ids.length) for (const worker of this.workers) worker.postMessage({ capped: ids });
     }
-    return { delta, cls, classes, outIndex, outLists };
+
+    fail(err) {
+      for (const entry of this.waiting.values()) entry.reject(err);
+      this.waiting.clear();
+    }
+
+    close() {
+      for (const worker of this.workers) worker.terminate();
+      this.fail(new Error("cancelled"));
+    }
   }
 
   class Selector {
@@ -184,105 +148,36 @@
       this.bytes = 0;
     }
 
-    matches(text, ids) {
-      const c = this.c;
-      let t = text.includes("\x1b") ? text.replace(c.ansi, "") : text;
-      const frames = t.includes("\r") ? t.split("\r") : [t];
-      const found = [];
-      for (const id of ids) {
-        const p = c.patterns[id];
-        for (const f of frames) {
-          if (!f) continue;
-          if (p.re ? p.re.test(f) : p.atoms.some((a) => lowerAscii(f).includes(a))) {
-            found.push(id);
-            break;
-          }
-        }
-      }
-      return found;
-    }
-
-    // Judge one block of whole lines (the last block may end without a newline).
-    block(buf, truncated) {
-      const { delta, cls, classes, outIndex, outLists } = this.c.ac;
+    // Apply the rules to one block of whole lines (the last block may end without a newline),
+    // given a worker's answer: the block, its line ends, per pattern its first matches and
+    // its last, and its last progress lines. Returns the patterns that reached their cap.
+    block(done) {
+      const { buf, ends } = done;
       const r = this.r;
       const base = this.lines;
-      const cands = []; // [line index, Set of pattern ids]
-      const longs = new Map(); // line index -> start offset, for lines over line_bytes
-      const n = buf.length;
-      let s = 0;
-      let li = 0;
-      let start = 0;
-      let hits = null;
-      for (let i = 0; i < n; i++) {
-        const b = buf[i];
-        if (b === 10) {
-          if (hits !== null) cands.push([li, hits]);
-          if (i - start > r.line_bytes) longs.set(li, start);
-          hits = null;
-          s = 0;
-          li++;
-          start = i + 1;
-          continue;
-        }
-        s = delta[s * classes + cls[b]];
-        const o = outIndex[s];
-        if (o >= 0) {
-          if (hits === null) hits = new Set();
-          for (const id of outLists[o]) hits.add(id);
-        }
-      }
-      const partial = start < n; // a last line without a newline
-      if (partial) {
-        if (hits !== null) cands.push([li, hits]);
-        if (n - start > r.line_bytes) longs.set(li, start);
-      }
-      const count = li + (partial ? 1 : 0);
-      for (const li2 of truncated) longs.set(li2, -1); // already cut to their start
-      const lines = this.decoder.decode(buf).split("\n");
+      const count = ends.length;
       const text = (i) => {
-        const at = longs.get(i);
-        if (at === undefined || at < 0) return lines[i];
-        return this.decoder.decode(buf.subarray(at, at + r.line_bytes));
+        const start = i ? ends[i - 1] + 1 : 0;
+        // A line over line_bytes is judged and kept by its start (a truncated one already is).
+        return this.decoder.decode(buf.subarray(start, Math.min(ends[i], start + r.line_bytes)));
       };
       const keep = (i) => {
-        if (i >= 0 && i < count) this.kept.set(base + i + 1, text(i));
+        if (i >= 0 && i < count && !this.kept.has(base + i + 1)) this.kept.set(base + i + 1, text(i));
       };
 
       // Head, and the context after a match in the previous block.
       for (let i = 0; i < count && (base + i + 1 <= r.head || base + i + 1 <= this.afterUntil); i++) keep(i);
 
-      // Every line a pattern might match, in order; patterns over their cap wait for the end.
-      const capped = new Map(); // pattern id -> candidate line indexes after it reached its cap
-      const progressCands = [];
-      const always = this.c.always;
-      const todo = always.length ? Array.from({ length: count }, (_, i) => [i, new Set()]) : cands;
-      if (always.length) for (const [i, ids] of cands) todo[i][1] = ids;
-      for (const [i, ids] of todo) {
-        const check = [];
-        let progress = false;
-        for (const id of ids) {
-          if (this.c.patterns[id].progress) progress = true;
-          else if ((this.counts.get(id) || 0) >= r.per_pattern) {
-            if (!capped.has(id)) capped.set(id, []);
-            capped.get(id).push(i);
-          } else check.push(id);
-        }
-        for (const id of always) {
-          if ((this.counts.get(id) || 0) >= r.per_pattern) {
-            if (!capped.has(id)) capped.set(id, []);
-            capped.get(id).push(i);
-          } else check.push(id);
-        }
-        if (progress) progressCands.push(i);
-        if (!check.length) continue;
-        const found = this.matches(text(i), check.sort((a, b) => a - b));
-        const no = base + i + 1;
-        for (const id of found) {
-          const seen = (this.counts.get(id) || 0) + 1;
-          this.counts.set(id, seen);
-          this.last.set(id, [no, text(i)]);
-          if (seen <= r.per_pattern) keep(i);
+      const capped = [];
+      for (let k = 0; k < done.matchIds.length; k++) {
+        const id = done.matchIds[k];
+        let seen = this.counts.get(id) || 0;
+        const before = seen;
+        for (let m = done.matchOffsets[k]; m < done.matchOffsets[k + 1] && seen < r.per_pattern; m++) {
+          const i = done.matchLines[m];
+          seen += 1;
+          const no = base + i + 1;
+          keep(i);
           if (seen <= r.with_context && r.context) {
             for (let j = i - r.context; j < i; j++) {
               if (j >= 0) keep(j);
@@ -294,31 +189,20 @@
             this.afterUntil = Math.max(this.afterUntil, no + r.context);
           }
         }
+        this.counts.set(id, seen);
+        if (before < r.per_pattern && seen >= r.per_pattern) capped.push(id);
+        const last = done.lasts[k];
+        this.last.set(id, [base + last + 1, text(last)]);
       }
-      // The last match of each pattern over its cap, searched from the end.
-      for (const [id, where] of capped) {
-        for (let k = where.length - 1; k >= 0; k--) {
-          const i = where[k];
-          if (this.matches(text(i), [id]).length) {
-            this.last.set(id, [base + i + 1, text(i)]);
-            break;
-          }
-        }
-      }
-      // The last progress lines, searched from the end.
-      const found = [];
-      const scan = this.c.progressAlways ? Array.from({ length: count }, (_, i) => i) : progressCands;
-      for (let k = scan.length - 1; k >= 0 && found.length < r.progress; k--) {
-        const i = scan[k];
-        if (this.matches(text(i), this.c.progressIds).length) found.push([base + i + 1, text(i)]);
-      }
-      this.progress = this.progress.concat(found.reverse()).slice(-r.progress);
+      const found = Array.from(done.progress, (i) => [base + i + 1, text(i)]);
+      this.progress = this.progress.concat(found).slice(-r.progress);
       const lastLines = [];
       for (let i = Math.max(0, count - Math.max(r.tail, r.context)); i < count; i++) lastLines.push([base + i + 1, text(i)]);
       this.tail = this.tail.concat(lastLines.slice(-r.tail)).slice(-r.tail);
-      this.before = this.before.concat(lastLines.slice(-r.context)).slice(-r.context);
+      this.before = r.context ? this.before.concat(lastLines.slice(-r.context)).slice(-r.context) : [];
       this.lines += count;
-      this.bytes += n;
+      this.bytes += buf.length;
+      return capped;
     }
 
     excerpt() {
@@ -382,10 +266,10 @@
         }
         continue;
       }
-      yield { buf: buf.subarray(0, cut + 1), truncated: [], extra: 0 };
-      const rest = buf.slice(cut + 1);
+      const rest = buf.slice(cut + 1); // before the block is handed over to a worker
       parts = rest.length ? [rest] : [];
       size = rest.length;
+      yield { buf: buf.subarray(0, cut + 1), truncated: [], extra: 0 };
     }
     if (skipping) yield { buf: prefix, truncated: [0], extra: dropped };
     else if (size) yield { buf: join(parts, size), truncated: [], extra: 0 };
@@ -441,9 +325,14 @@
     const selector = new Selector(compiled);
     const started = performance.now();
     let lastPaint = 0;
-    for await (const { buf, truncated, extra } of blocks(stream, compiled.rules.line_bytes)) {
-      if (run !== job) return null; // another file was picked
-      selector.block(buf, truncated);
+    const size = Math.max(1, Math.min(4, navigator.hardwareConcurrency || 2));
+    const pool = new WorkerPool(compiled.spec, size);
+    const pending = []; // blocks being worked on, in order
+    const settle = async () => {
+      const { promise, extra } = pending.shift();
+      const done = await promise;
+      if (run !== job) return false;
+      pool.capped(selector.block(done));
       selector.bytes += extra;
       const now = performance.now();
       if (now - lastPaint > 100) {
@@ -451,6 +340,18 @@
         status.textContent = `Reading ${file.name}: ${fmtInt(selector.lines)} lines so far…`;
         await new Promise((resolve) => setTimeout(resolve, 0)); // let the page paint
       }
+      return run === job;
+    };
+    try {
+      for await (const { buf, extra } of blocks(stream, compiled.rules.line_bytes)) {
+        if (run !== job) return null; // another file was picked
+        pending.push({ promise: pool.work(buf), extra });
+        // A block per worker in flight while the next one is read.
+        if (pending.length > size && !(await settle())) return null;
+      }
+      while (pending.length) if (!(await settle())) return null;
+    } finally {
+      pool.close();
     }
     bar.value = 1;
     const result = selector.excerpt();
@@ -469,6 +370,8 @@
       `${fmtBytes(keptBytes)} of ${fmtBytes(result.total_bytes)}: the start and end of the log, ` +
       `every line that matches a known failure or an error marker, and the lines around them.`;
     summary.dataset.kept = String(result.lines.length);
+    summary.dataset.seconds = String(result.seconds);
+    summary.dataset.seconds = String(result.seconds);
     summary.dataset.total = String(result.total_lines);
     const rows = [];
     let previous = 0;
