@@ -124,9 +124,8 @@ async def diagnose_request(
         await quota.charge(request, subject)  # counted only once the log is read and within bounds
         analysis = await run_analysis(
             gate,
-            upload.file,
+            upload.files,
             library,
-            name=upload.name,
             top=upload.top or top,
             context=settings.context_lines,
             keep_log=settings.store_log,

@@ -6,7 +6,7 @@ import contextlib
 import hashlib
 import time
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import IO
 
@@ -14,7 +14,7 @@ import anyio
 import anyio.to_thread
 
 from app.config import usable_cores
-from app.core.diagnose import diagnose
+from app.core.diagnose import diagnose, diagnose_many
 from app.core.excerpt import Excerpt, diagnose_excerpt, excerpt_windows
 from app.core.library import Library
 from app.core.models import Diagnosis
@@ -22,6 +22,7 @@ from app.core.reader import decode, iter_chunks, strip_ansi
 from app.core.redact import DEFAULT, Redactor, count_placeholders
 from app.errors import NotText, Overloaded
 from app.store.diagnoses import Window, WindowLine
+from app.web.jsonbody import ExcerptBody
 from app.web.metrics import Metrics
 
 SNIFF = 64 << 10  # bytes looked at to tell text from binary
@@ -143,32 +144,46 @@ def check_text(head: bytes) -> None:
         raise NotText("this looks like binary data, not a text log (too many NUL bytes or invalid UTF-8)")
 
 
-def _hash(file: IO[bytes]) -> tuple[int, str]:
+def _hash(files: Sequence[IO[bytes]]) -> tuple[int, str]:
+    """Size and SHA-256 of the logs, one after the other (of the one log, when there is one)."""
     digest = hashlib.sha256()
     size = 0
-    while block := file.read(1 << 20):
-        digest.update(block)
-        size += len(block)
-    file.seek(0)
+    for file in files:
+        while block := file.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+        file.seek(0)
     return size, digest.hexdigest()
 
 
-def _compress_redacted(file: IO[bytes], redactor: Redactor) -> tuple[bytes, dict[str, int]]:
-    """The whole log as kept: decoded, ANSI stripped, secrets redacted line by line, gzip-compressed."""
+def _compress_redacted(
+    logs: Sequence[tuple[str | None, IO[bytes]]], redactor: Redactor
+) -> tuple[bytes, dict[str, int]]:
+    """The whole log as kept: decoded, ANSI stripped, secrets redacted line by line, gzip-compressed.
+
+    Several logs are kept one after the other, each under a `==> name <==` line (as `tail` prints them).
+    """
     packer = zlib.compressobj(6, zlib.DEFLATED, 31)
     stream = redactor.stream()
     parts = []
-    for chunk in iter_chunks(file):
-        # The whole chunk at once: one scan finds the few lines a rule could touch.
-        text = chunk.data.decode("utf-8", errors="replace").replace("\x00", "").replace("\x1b", "")
-        parts.append(packer.compress(redactor.text(text, stream).text.encode("utf-8")))
+    for name, file in logs:
+        if len(logs) > 1:
+            parts.append(packer.compress(f"==> {name} <==\n".encode()))
+        for chunk in iter_chunks(file):
+            # The whole chunk at once: one scan finds the few lines a rule could touch.
+            text = chunk.data.decode("utf-8", errors="replace").replace("\x00", "").replace("\x1b", "")
+            parts.append(packer.compress(redactor.text(text, stream).text.encode("utf-8")))
+        file.seek(0)
     parts.append(packer.flush())
-    file.seek(0)
     return b"".join(parts), dict(sorted(stream.counts.items()))
 
 
-def _wanted(diagnosis: Diagnosis, context: int) -> list[tuple[int, int]]:
-    lines = {e.line for c in diagnosis.candidates for e in c.evidence} | {u.line for u in diagnosis.unexplained}
+def _wanted(
+    diagnosis: Diagnosis, context: int, name: str | None = None, *, every: bool = True
+) -> list[tuple[int, int]]:
+    """Spans of lines around the evidence and unexplained lines (of file `name` unless `every`)."""
+    lines = {e.line for c in diagnosis.candidates for e in c.evidence if every or e.file == name}
+    lines |= {u.line for u in diagnosis.unexplained if every or u.file == name}
     spans: list[tuple[int, int]] = []
     for no in sorted(lines):
         start, end = max(1, no - context), no + context
@@ -179,9 +194,14 @@ def _wanted(diagnosis: Diagnosis, context: int) -> list[tuple[int, int]]:
     return spans
 
 
-def evidence_windows(file: IO[bytes], diagnosis: Diagnosis, *, context: int, name: str | None) -> list[Window]:
-    """The log lines around every evidence and unexplained line: what is kept of the log by default."""
-    spans = _wanted(diagnosis, context)
+def evidence_windows(
+    file: IO[bytes], diagnosis: Diagnosis, *, context: int, name: str | None, every: bool = True
+) -> list[Window]:
+    """The log lines around every evidence and unexplained line: what is kept of the log by default.
+
+    With `every` false, only the lines the diagnosis places in file `name` (a job of several files).
+    """
+    spans = _wanted(diagnosis, context, name, every=every)
     if not spans:
         return []
     texts: dict[int, str] = {}
@@ -223,10 +243,9 @@ def excerpt_evidence_windows(excerpt: Excerpt, diagnosis: Diagnosis, *, context:
 
 
 def analyse(
-    file: IO[bytes],
+    logs: Sequence[tuple[str | None, IO[bytes]]],
     library: Library,
     *,
-    name: str | None,
     top: int | None,
     context: int,
     keep_log: bool,
@@ -234,32 +253,37 @@ def analyse(
     redactor: Redactor = DEFAULT,
     excerpt: Excerpt | None = None,
 ) -> Analysis:
-    """Check, hash, diagnose and redact one log (blocking: run it in a worker thread).
+    """Check, hash, diagnose and redact the logs of one job (blocking: run it in a worker thread).
 
-    With `excerpt` (lines picked out of a larger log; `file` holds their text), line numbers
+    Several logs (one per rank) are diagnosed as one job, each keeping its name and line numbers.
+    With `excerpt` (lines picked out of a larger log; the one file holds their text), line numbers
     and sizes in the diagnosis are the original log's.
 
     Nothing leaves this function unredacted: the diagnosis is built from redacted lines,
-    the file name, the context windows and the kept log are redacted here.
+    the file names, the context windows and the kept log are redacted here.
     """
-    check_text(file.read(SNIFF))
-    file.seek(0)
-    size, sha256 = _hash(file)
-    if name is not None:
-        name = redactor.line(name).text
+    for _, file in logs:
+        check_text(file.read(SNIFF))
+        file.seek(0)
+    size, sha256 = _hash([file for _, file in logs])
+    logs = [(redactor.line(name).text if name is not None else None, file) for name, file in logs]
     started = time.perf_counter()
     if excerpt is not None:
-        diagnosis = diagnose_excerpt(excerpt, library, top=top, name=name, redactor=redactor)
+        diagnosis = diagnose_excerpt(excerpt, library, top=top, name=logs[0][0], redactor=redactor)
+    elif len(logs) == 1:
+        diagnosis = diagnose(logs[0][1], library, top=top, name=logs[0][0], redactor=redactor)
     else:
-        diagnosis = diagnose(file, library, top=top, name=name, redactor=redactor)
+        diagnosis = diagnose_many(logs, library, top=top, redactor=redactor)
     metrics.diagnosis(time.perf_counter() - started, ((c.id, c.role) for c in diagnosis.candidates))
-    file.seek(0)
-    if excerpt is not None:
-        windows = excerpt_evidence_windows(excerpt, diagnosis, context=context, name=name)
-    else:
-        windows = evidence_windows(file, diagnosis, context=context, name=name)
+    windows: list[Window] = []
+    for name, file in logs:
+        file.seek(0)
+        if excerpt is not None:
+            windows += excerpt_evidence_windows(excerpt, diagnosis, context=context, name=name)
+        else:
+            windows += evidence_windows(file, diagnosis, context=context, name=name, every=len(logs) == 1)
     windows = redact_windows(windows, redactor)
-    log_gz, log_counts = _compress_redacted(file, redactor) if keep_log else (None, {})
+    log_gz, log_counts = _compress_redacted(logs, redactor) if keep_log else (None, {})
     counts = shown_counts(diagnosis, windows, log_counts)
     if counts != diagnosis.redactions:
         diagnosis = diagnosis.model_copy(update={"redactions": counts})
@@ -296,32 +320,33 @@ def shown_counts(diagnosis: Diagnosis, windows: list[Window], log_counts: dict[s
 
 async def run_analysis(
     gate: Gate,
-    file: IO[bytes],
+    logs: Sequence[tuple[str | None, IO[bytes]]],
     library: Library,
     *,
-    name: str | None,
     top: int | None,
     context: int,
     keep_log: bool,
     metrics: Metrics,
     redactor: Redactor = DEFAULT,
-    excerpt: Excerpt | None = None,
+    excerpt: ExcerptBody | None = None,
 ) -> Analysis:
-    """Diagnose (and redact) in a worker thread, holding one of the gate's slots."""
+    """Diagnose (and redact) in a worker thread, holding one of the gate's slots.
+
+    An excerpt's lines are loaded only once the slot is held: the slots bound that memory.
+    """
     async with gate.slot():
         metrics.add_in_flight(1)
         try:
             analysis = await anyio.to_thread.run_sync(
                 lambda: analyse(
-                    file,
+                    logs,
                     library,
-                    name=name,
                     top=top,
                     context=context,
                     keep_log=keep_log,
                     metrics=metrics,
                     redactor=redactor,
-                    excerpt=excerpt,
+                    excerpt=excerpt.load(logs[0][1]) if excerpt is not None else None,
                 ),
                 limiter=gate.limiter,
             )
