@@ -155,8 +155,9 @@ def _comparable(value: datetime) -> datetime:
 
 
 def _context(windows: list[Window], candidate: Candidate) -> list[Window]:
-    lines = {e.line for e in candidate.evidence}
-    return [w for w in windows if any(wl.no in lines for wl in w.lines)]
+    # By file and line: in a job of several files, line 20 of rank0.log is not line 20 of rank3.log.
+    lines = {(e.file, e.line) for e in candidate.evidence}
+    return [w for w in windows if any((w.file, wl.no) in lines for wl in w.lines)]
 
 
 def page_context(record: Record) -> dict[str, Any]:
@@ -172,6 +173,7 @@ def page_context(record: Record) -> dict[str, Any]:
         "earlier": [c for c in d.candidates if c.episode == "earlier"],
         "timeline": _timeline(d),
         "context_for": lambda c: _context(record.windows, c),
+        "several_files": len(d.input.files) > 1,  # then every evidence line says which file it is from
     }
 
 
