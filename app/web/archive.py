@@ -8,14 +8,13 @@ archive (`../x`, `/etc/x`) refuse the whole archive. Member names are shown, nev
 from __future__ import annotations
 
 import tarfile
-import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import PurePosixPath
-from typing import IO
+from typing import BinaryIO
 
 from app.errors import BadInput, TooLarge
-from app.web.jsonbody import SPOOL_MEMORY, too_large
+from app.web.jsonbody import spool, too_large
 
 READ_CHUNK = 64 << 10  # decompressed bytes produced per step
 MAX_FILES = 128  # logs in one diagnosis: parts of a form, or members of an archive
@@ -23,12 +22,7 @@ TAR_BLOCK = 512
 # A tar's own bytes on top of its members': a header and padding per member, and the end blocks.
 TAR_OVERHEAD = MAX_FILES * 3 * TAR_BLOCK + 20 * TAR_BLOCK
 
-Log = tuple[str | None, IO[bytes]]
-
-
-def spool() -> IO[bytes]:
-    """A temporary file that stays in memory while small."""
-    return tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # type: ignore[return-value]  # noqa: SIM115
+Log = tuple[str | None, BinaryIO]
 
 
 class BoundedGunzip:
@@ -65,7 +59,7 @@ class BoundedGunzip:
             raise BadInput("the gzip data is truncated; check the file with `gzip -t`")
 
 
-def gunzip_file(source: IO[bytes], limit: int, *, cap: int | None = None) -> IO[bytes]:
+def gunzip_file(source: BinaryIO, limit: int, *, cap: int | None = None) -> BinaryIO:
     """Decompress a gzip file into a temporary file, never past `cap` (default the limit; blocking)."""
     source.seek(0)
     gunzip = BoundedGunzip(limit if cap is None else cap, limit)
@@ -82,13 +76,13 @@ def gunzip_file(source: IO[bytes], limit: int, *, cap: int | None = None) -> IO[
     return out
 
 
-def is_gzip(file: IO[bytes]) -> bool:
+def is_gzip(file: BinaryIO) -> bool:
     head = file.read(2)
     file.seek(0)
     return head == b"\x1f\x8b"
 
 
-def is_tar(file: IO[bytes]) -> bool:
+def is_tar(file: BinaryIO) -> bool:
     """A POSIX or GNU tar: the `ustar` magic of its first header."""
     head = file.read(TAR_BLOCK)
     file.seek(0)
@@ -124,13 +118,13 @@ def _kind(member: tarfile.TarInfo) -> str:
     return "a special entry"
 
 
-def unpack(file: IO[bytes], name: str | None, budget: int, *, limit: int) -> list[Log]:
+def unpack(file: BinaryIO, name: str | None, budget: int, *, limit: int) -> list[Log]:
     """The logs in one uploaded file, at most `budget` bytes in all (blocking).
 
     A gzip file is decompressed; a tar (plain or gzip-compressed) gives its regular files,
     each named by its path in the archive.
     """
-    opened: list[IO[bytes]] = []
+    opened: list[BinaryIO] = []
     try:
         if is_gzip(file):
             file = gunzip_file(file, limit, cap=budget + TAR_OVERHEAD)
@@ -152,7 +146,7 @@ def unpack(file: IO[bytes], name: str | None, budget: int, *, limit: int) -> lis
         raise
 
 
-def _members(file: IO[bytes], budget: int, *, limit: int) -> list[Log]:
+def _members(file: BinaryIO, budget: int, *, limit: int) -> list[Log]:
     logs: list[Log] = []
     total = 0
     try:

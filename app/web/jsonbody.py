@@ -15,7 +15,7 @@ import tempfile
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -85,7 +85,7 @@ class ExcerptBody:
     total_bytes: int | None
     chars: int  # characters of the text, newlines included (the default total_bytes)
 
-    def load(self, file: IO[bytes]) -> Excerpt:
+    def load(self, file: BinaryIO) -> Excerpt:
         """The excerpt as the core takes it (blocking; done once a diagnosis slot is held)."""
         file.seek(0)
         texts = file.read().decode("utf-8", errors="replace").split("\n")[: len(self.numbers)]
@@ -111,7 +111,7 @@ class JsonBody:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # noqa: SIM115 - closed by the Upload
+        self.file = spool()  # closed by the Upload
         self.size = 0  # decoded bytes written to file
         self.fields: dict[str, Any] = {}
         self.excerpt: ExcerptBody | None = None
@@ -333,6 +333,11 @@ class JsonBody:
         if self.size + len(data) > cap:
             raise too_large(cap, "the excerpt")
         self._write(data)
+
+
+def spool() -> BinaryIO:
+    """A temporary file that stays in memory while small."""
+    return tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # type: ignore[return-value]  # noqa: SIM115
 
 
 def _escaped_u(buf: str, at: int) -> bool:

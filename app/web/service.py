@@ -8,7 +8,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import BinaryIO
 
 import anyio
 import anyio.to_thread
@@ -144,7 +144,7 @@ def check_text(head: bytes) -> None:
         raise NotText("this looks like binary data, not a text log (too many NUL bytes or invalid UTF-8)")
 
 
-def _hash(files: Sequence[IO[bytes]]) -> tuple[int, str]:
+def _hash(files: Sequence[BinaryIO]) -> tuple[int, str]:
     """Size and SHA-256 of the logs, one after the other (of the one log, when there is one)."""
     digest = hashlib.sha256()
     size = 0
@@ -156,9 +156,7 @@ def _hash(files: Sequence[IO[bytes]]) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def _compress_redacted(
-    logs: Sequence[tuple[str | None, IO[bytes]]], redactor: Redactor
-) -> tuple[bytes, dict[str, int]]:
+def _compress_redacted(logs: Sequence[tuple[str | None, BinaryIO]], redactor: Redactor) -> tuple[bytes, dict[str, int]]:
     """The whole log as kept: decoded, ANSI stripped, secrets redacted line by line, gzip-compressed.
 
     Several logs are kept one after the other, each under a `==> name <==` line (as `tail` prints them).
@@ -195,7 +193,7 @@ def _wanted(
 
 
 def evidence_windows(
-    file: IO[bytes], diagnosis: Diagnosis, *, context: int, name: str | None, every: bool = True
+    file: BinaryIO, diagnosis: Diagnosis, *, context: int, name: str | None, every: bool = True
 ) -> list[Window]:
     """The log lines around every evidence and unexplained line: what is kept of the log by default.
 
@@ -243,7 +241,7 @@ def excerpt_evidence_windows(excerpt: Excerpt, diagnosis: Diagnosis, *, context:
 
 
 def analyse(
-    logs: Sequence[tuple[str | None, IO[bytes]]],
+    logs: Sequence[tuple[str | None, BinaryIO]],
     library: Library,
     *,
     top: int | None,
@@ -320,7 +318,7 @@ def shown_counts(diagnosis: Diagnosis, windows: list[Window], log_counts: dict[s
 
 async def run_analysis(
     gate: Gate,
-    logs: Sequence[tuple[str | None, IO[bytes]]],
+    logs: Sequence[tuple[str | None, BinaryIO]],
     library: Library,
     *,
     top: int | None,

@@ -14,10 +14,10 @@ arrives (`app.web.jsonbody`).
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from tempfile import SpooledTemporaryFile, TemporaryFile
-from typing import IO, Any
+from typing import Any, BinaryIO
 
 import anyio.to_thread
 from fastapi import Request
@@ -50,7 +50,7 @@ class Upload:
     store: bool | None = None
     top: int | None = None
     excerpt: ExcerptBody | None = None  # lines picked out of a larger log; the one file holds their text
-    _closers: list[IO[bytes]] = field(default_factory=list)
+    _closers: list[BinaryIO] = field(default_factory=list)
 
     def close(self) -> None:
         """Delete spooled data."""
@@ -65,7 +65,7 @@ class Spool:
 
     def __init__(self) -> None:
         self._buffer = bytearray()
-        self._file: IO[bytes] | None = None
+        self._file: BinaryIO | None = None
         self.size = 0
 
     async def write(self, data: bytes) -> None:
@@ -80,7 +80,7 @@ class Spool:
         data, self._buffer = bytes(self._buffer), bytearray()
         await anyio.to_thread.run_sync(self._file.write, data)
 
-    async def finish(self) -> IO[bytes]:
+    async def finish(self) -> BinaryIO:
         """The spooled bytes as a file at offset 0."""
         if self._file is None:
             return io.BytesIO(bytes(self._buffer))
@@ -129,7 +129,9 @@ def media_type(request: Request) -> tuple[str, dict[bytes, bytes]]:
     return kind.decode("latin-1").strip().lower(), params
 
 
-async def _body(request: Request, *, wire_cap: int, log_cap: int, gzip: bool, limit: int) -> AsyncIterator[bytes]:
+async def _body(
+    request: Request, *, wire_cap: int, log_cap: int, gzip: bool, limit: int
+) -> AsyncGenerator[bytes, None]:
     """The request body, counted as it arrives and decompressed with a cap."""
     received = 0
     gunzip = BoundedGunzip(log_cap, limit) if gzip else None
@@ -258,7 +260,7 @@ class _FormParser(MultiPartParser):
             part.file = UploadFile(file=spooled, size=0, filename=None, headers=Headers(raw=part.item_headers))  # type: ignore[arg-type]
 
 
-async def _read_multipart(request: Request, body: AsyncIterator[bytes], limit: int) -> Upload:
+async def _read_multipart(request: Request, body: AsyncGenerator[bytes, None], limit: int) -> Upload:
     parser = _FormParser(request.headers, body, max_files=MAX_FILES, max_fields=8, max_part_size=OPTION_FIELD)
     try:
         form = await parser.parse()
@@ -290,7 +292,7 @@ def _field(value: Any) -> Any:
     return value
 
 
-def _size(file: IO[bytes]) -> int:
+def _size(file: BinaryIO) -> int:
     file.seek(0, 2)
     size = file.tell()
     file.seek(0)
