@@ -159,7 +159,7 @@ def _hash(files: Sequence[BinaryIO]) -> tuple[int, str]:
 def _compress_redacted(logs: Sequence[tuple[str | None, BinaryIO]], redactor: Redactor) -> tuple[bytes, dict[str, int]]:
     """The whole log as kept: decoded, ANSI stripped, secrets redacted line by line, gzip-compressed.
 
-    Several logs are kept one after the other, each under a `==> name <==` line (as `tail` prints them).
+    Several logs are kept one after the other (by name), each under a `==> name <==` line (as `tail` prints them).
     """
     packer = zlib.compressobj(6, zlib.DEFLATED, 31)
     stream = redactor.stream()
@@ -260,6 +260,8 @@ def analyse(
     Nothing leaves this function unredacted: the diagnosis is built from redacted lines,
     the file names, the context windows and the kept log are redacted here.
     """
+    # By name (distinct when there are several): the hash and the kept log never depend on upload order.
+    logs = sorted(logs, key=lambda log: log[0] or "")
     for _, file in logs:
         check_text(file.read(SNIFF))
         file.seek(0)

@@ -11,7 +11,7 @@ import httpx
 from sqlalchemy import text
 
 from app.core.library import Library
-from tests.support import SAMPLES, live_server, make_settings
+from tests.support import REPO, SAMPLES, live_server, make_settings
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
 
@@ -118,6 +118,18 @@ def test_store_log_keeps_the_whole_log(sqlite_url: str, tmp_path: Path, library:
         assert "keep the whole log" in home and "kept until an operator deletes them" in home
         page = client.get(f"/d/{created['id']}", headers={"Accept": "text/html"}).text
         assert f"/api/v1/diagnoses/{created['id']}/log" in page
+
+
+def test_store_log_keeps_every_log_of_a_job_under_its_name(sqlite_url: str, tmp_path: Path, library: Library) -> None:
+    settings = make_settings(sqlite_url, tmp_path, store_log=True)
+    job = REPO / "tests" / "corpus" / "cases" / "gen-dist-per-rank-index-error"
+    files = [(p.name, p.read_bytes()) for p in sorted(job.glob("rank*.log"))]
+    with live_server(settings, library) as server, server.client() as client:
+        created = client.post("/api/v1/diagnoses", files=[("file", f) for f in reversed(files)])
+        assert created.status_code == 201, created.text
+        log = client.get(f"/api/v1/diagnoses/{created.json()['id']}/log")
+        # In name order whatever the upload order, each under a `==> name <==` line as `tail` prints them.
+        assert log.content == b"".join(b"==> %s <==\n" % name.encode() + data for name, data in files)
 
 
 def test_base_url_makes_the_permalinks(sqlite_url: str, tmp_path: Path, library: Library) -> None:
