@@ -82,6 +82,8 @@ def test_an_excerpt_keeps_numbers_in_memory_and_text_in_the_file() -> None:
         (b'{"log": "a", "log": "b"}', Invalid),
         (b'{"log": "a"} x', BadInput),
         (b'{"log": "a\\x"}', BadInput),
+        (b'{"log": "one\\ntwo \\q three\\nfour"}', BadInput),  # a bad escape amid newline escapes
+        (b'{"log": "one\\ntwo \x01 three\\nfour"}', BadInput),
         (b'{"log": "a\tb"}', BadInput),  # a raw control character, as json.loads says
         (b'{"log": "abc', BadInput),
         (b'{"log": 5}', Invalid),
