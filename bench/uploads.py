@@ -4,8 +4,8 @@
 
 For each kind of upload (large JSON logs, JSON over the limit, gzip-encoded JSON bombs,
 excerpts of 200,000 lines, excerpts of a few 1,000,000-character lines, large pasted form
-fields) it starts a server with a throwaway SQLite database, warms it up, sends four of them
-at once and reads the growth of the process's peak resident memory (VmHWM in /proc); then
+fields, forms of 128 files) it starts a server with a throwaway SQLite database, warms it
+up, sends four of them at once and reads the growth of the process's peak resident memory (VmHWM in /proc); then
 all of them together. It prints a markdown table next to the budget README.md states:
 about 64 MiB per diagnosis in flight and 3 MiB per request being read or waiting (excerpt
 lines near the 1,000,000-character cap: about 16 MiB while such a request is read).
@@ -67,6 +67,12 @@ def hostile_bodies(limit: int) -> dict[str, tuple[Body, int]]:
     field = (
         b'--b\r\nContent-Disposition: form-data; name="log"\r\n\r\n' + quiet_log(40 * MiB).encode() + b"\r\n--b--\r\n"
     )
+    rank = quiet_log(460 << 10).encode()  # 128 of them: just under a 64 MiB limit
+    parts = b"".join(
+        b'--b\r\nContent-Disposition: form-data; name="file"; filename="rank%d.log"\r\n\r\n' % i + rank + b"\r\n"
+        for i in range(128)
+    )
+    job = parts + b"--b--\r\n"
     # gzip that decompresses to a JSON string of NUL escapes far over the wire cap
     bomb = gzip.compress(b'{"log": "' + b"\\u0000" * (2 * limit // 6 + MiB) + b'"}', compresslevel=9)
     return {
@@ -76,6 +82,7 @@ def hostile_bodies(limit: int) -> dict[str, tuple[Body, int]]:
         "excerpt, 200,000 lines": ((as_json, json.dumps(many).encode()), 200),
         "excerpt, 1M-character lines": ((as_json, json.dumps(long_lines).encode()), 200),
         "form field, 40 MiB": (({"Content-Type": "multipart/form-data; boundary=b"}, field), 200),
+        "form, 128 files": (({"Content-Type": "multipart/form-data; boundary=b"}, job), 200),
     }
 
 
@@ -188,7 +195,7 @@ def main() -> int:
     print("|---|---:|---:|---|")
     failed = False
     rows = [(f"4 x {name}", [body] * 4) for name, (body, _) in hostile_bodies(limit).items()]
-    rows.append(("all of them (24)", all_at_once(limit)[0]))
+    rows.append((f"all of them ({len(all_at_once(limit)[0])})", all_at_once(limit)[0]))
     for name, bodies in rows:
         growth, statuses = measure(bodies, limit=limit, in_flight=args.in_flight, signatures=args.signatures)
         allowed = budget(bodies, args.in_flight)

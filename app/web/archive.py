@@ -18,6 +18,9 @@ from app.web.jsonbody import spool, too_large
 
 READ_CHUNK = 64 << 10  # decompressed bytes produced per step
 MAX_FILES = 128  # logs in one diagnosis: parts of a form, or members of an archive
+# A log of a job stays in memory only this far (one of up to MAX_FILES): a request holds at most
+# about MAX_FILES x 8 KiB of logs in memory, the rest on disk.
+FILE_MEMORY = 8 << 10
 TAR_BLOCK = 512
 # A tar's own bytes on top of its members': a header and padding per member, and the end blocks.
 TAR_OVERHEAD = MAX_FILES * 3 * TAR_BLOCK + 20 * TAR_BLOCK
@@ -63,7 +66,7 @@ def gunzip_file(source: BinaryIO, limit: int, *, cap: int | None = None) -> Bina
     """Decompress a gzip file into a temporary file, never past `cap` (default the limit; blocking)."""
     source.seek(0)
     gunzip = BoundedGunzip(limit if cap is None else cap, limit)
-    out = spool()
+    out = spool(FILE_MEMORY)
     try:
         while block := source.read(READ_CHUNK):
             for piece in gunzip.feed(block):
@@ -168,7 +171,7 @@ def _members(file: BinaryIO, budget: int, *, limit: int) -> list[Log]:
                 if total > budget:
                     raise too_large(limit, "the logs in the archive are together")
                 source = tar.extractfile(member)
-                out = spool()
+                out = spool(FILE_MEMORY)
                 logs.append((shown, out))
                 if source is not None:
                     while block := source.read(READ_CHUNK):

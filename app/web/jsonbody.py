@@ -351,9 +351,9 @@ class JsonBody:
         self._write(data)
 
 
-def spool() -> BinaryIO:
-    """A temporary file that stays in memory while small."""
-    return tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # type: ignore[return-value]  # noqa: SIM115
+def spool(memory: int = SPOOL_MEMORY) -> BinaryIO:
+    """A temporary file that stays in memory up to `memory` bytes."""
+    return tempfile.SpooledTemporaryFile(max_size=memory)  # type: ignore[return-value]  # noqa: SIM115
 
 
 def _escaped_u(buf: str, at: int, start: int = 0) -> bool:

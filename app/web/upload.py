@@ -26,7 +26,7 @@ from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from app.errors import BadInput, Invalid, TooLarge, UnsupportedType
-from app.web.archive import MAX_FILES, BoundedGunzip, Log, is_tar, unpack
+from app.web.archive import FILE_MEMORY, MAX_FILES, BoundedGunzip, Log, is_tar, unpack
 from app.web.jsonbody import SPOOL_MEMORY, ExcerptBody, JsonBody, human_bytes, too_large
 
 ENVELOPE = 1 << 20  # multipart framing allowed on top of the log size
@@ -250,6 +250,8 @@ async def _read_json(body: AsyncIterator[bytes], limit: int) -> Upload:
 
 class _FormParser(MultiPartParser):
     """Starlette's form parser with the pasted `log` field spooled like a file, never held in memory."""
+
+    spool_max_size = FILE_MEMORY  # up to MAX_FILES parts: each goes to disk early
 
     def on_headers_finished(self) -> None:
         super().on_headers_finished()
