@@ -258,11 +258,12 @@ class JsonBody:
     # --- the log string --------------------------------------------------------------------
 
     def _log(self, buf: str, pos: int, eof: bool) -> int | None:
-        # Fast path: up to the last `\n` escape (a log has one a line), a clean cut between escapes
-        # and surrogate halves, decoded by json.loads at C speed. It fails only on a piece holding
-        # the closing quote (once a body) or a bad character, which the slow path finds and names.
-        stop = _after_last_newline(buf, pos)
-        if stop is not None:
+        # Fast path: up to a clean cut between escapes and surrogate halves (the end, when no escape
+        # is near it, else just after the last `\n` escape: a log has one a line), decoded by
+        # json.loads at C speed. It fails only on a piece holding the closing quote (once a body)
+        # or a bad character, which the slow path finds and names.
+        stop = len(buf) if buf.rfind("\\", max(pos, len(buf) - 12)) < 0 else _after_last_newline(buf, pos)
+        if stop is not None and stop > pos:
             try:
                 text = json.loads('"' + buf[pos:stop] + '"')
             except ValueError:
