@@ -48,7 +48,10 @@ class Settings(BaseModel):
     workers: int = Field(1, ge=1, le=64, description="uvicorn worker processes")
     base_url: str = Field("", description="public URL of the service, for permalinks")
     max_upload_bytes: int = Field(50 << 20, ge=1024, description="largest log accepted, after decompression")
-    max_in_flight: int = Field(4, ge=1, description="diagnoses run at once per process; more get 503")
+    max_in_flight: int = Field(4, ge=1, description="diagnoses run at once per process; more wait, then get 503")
+    queue_seconds: float = Field(
+        5, ge=0, le=300, description="how long a diagnosis waits for a free slot before it gets 503; 0: no wait"
+    )
     retry_after: int = Field(5, ge=1, description="seconds a client is told to wait after a 503")
     store_log: bool = Field(False, description="keep the whole log, not only the evidence windows")
     context_lines: int = Field(5, ge=0, le=50, description="log lines kept before and after each evidence line")

@@ -32,7 +32,11 @@ _PROBLEM = {"content": {PROBLEM_JSON: {}}}
 _UPLOAD_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
-        "description": "The log: raw text, gzip, JSON or a multipart file. `Content-Encoding: gzip` is accepted.",
+        "description": (
+            "The log: raw text, gzip, JSON or a multipart file. `Content-Encoding: gzip` is accepted. "
+            "Several logs of one job: repeat the `file` part, or send a .tar.gz of them (as a part or as "
+            "application/gzip)."
+        ),
         "content": {
             "text/plain": {"schema": {"type": "string"}},
             "application/gzip": {"schema": {"type": "string", "format": "binary"}},
@@ -125,9 +129,8 @@ async def diagnose_request(
     try:
         analysis = await run_analysis(
             gate,
-            upload.file,
+            upload.files,
             library,
-            name=upload.name,
             top=upload.top or top,
             context=settings.context_lines,
             keep_log=settings.store_log,

@@ -118,7 +118,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.sessionmaker = make_sessionmaker(app.state.engine)
     app.state.library = library or load_library(settings.signatures_dir, cache=settings.cache_dir)
     app.state.metrics = Metrics()
-    app.state.gate = Gate(settings.max_in_flight, settings.retry_after)
+    app.state.gate = Gate(settings.max_in_flight, settings.retry_after, wait=settings.queue_seconds)
     app.state.redactor = Redactor(network=settings.redact_network)
     install_access_log_filter(app.state.redactor)
     app.state.templates = make_templates()

@@ -179,8 +179,9 @@ def _comparable(value: datetime) -> datetime:
 
 
 def _context(windows: list[Window], candidate: Candidate) -> list[Window]:
-    lines = {e.line for e in candidate.evidence}
-    return [w for w in windows if any(wl.no in lines for wl in w.lines)]
+    # By file and line: in a job of several files, line 20 of rank0.log is not line 20 of rank3.log.
+    lines = {(e.file, e.line) for e in candidate.evidence}
+    return [w for w in windows if any((w.file, wl.no) in lines for wl in w.lines)]
 
 
 @dataclass(frozen=True)
@@ -255,6 +256,7 @@ def page_context(record: Record) -> dict[str, Any]:
         "context_for": lambda c: contexts[id(c)] if id(c) in contexts else Context(_context(record.windows, c), []),
         "shown_ranks": shown_ranks,
         "ranks_text": ranks_text,
+        "several_files": len(d.input.files) > 1,  # then every evidence line says which file it is from
     }
 
 

@@ -6,15 +6,15 @@ import contextlib
 import hashlib
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import BinaryIO
 
 import anyio
 import anyio.to_thread
 
 from app.config import usable_cores
-from app.core.diagnose import diagnose
+from app.core.diagnose import diagnose, diagnose_many
 from app.core.excerpt import Excerpt, diagnose_excerpt, excerpt_windows
 from app.core.library import Library
 from app.core.models import Diagnosis
@@ -23,6 +23,7 @@ from app.core.redact import DEFAULT, Redactor, count_placeholders
 from app.core.sniff import SNIFF, check_text
 from app.errors import Overloaded
 from app.store.diagnoses import Window, WindowLine
+from app.web.jsonbody import ExcerptBody
 from app.web.metrics import Metrics
 
 MAX_WINDOW_LINES = 2000  # context lines kept per diagnosis, whatever the evidence
@@ -38,19 +39,28 @@ def diagnosis_threads() -> int:
     return usable_cores()
 
 
-class Gate:
-    """Admission for diagnoses: at most `limit` in flight in this process; more are refused, not queued.
+QUEUE_PER_SLOT = 16  # requests that may wait for a slot, per slot: each holds at most a spool buffer
 
+
+class Gate:
+    """Admission for diagnoses: at most `limit` in flight in this process; more wait briefly, then are refused.
+
+    A request that finds every slot taken waits up to `wait` seconds for one, in arrival order,
+    so a burst a little larger than the slots is served late rather than shed; at most
+    `QUEUE_PER_SLOT * limit` wait at once, and the rest are refused at once with 503.
     Of those admitted, at most `threads` diagnose at once; the others wait their turn for a thread
-    (after their body is read and their count settled), so a burst is served at full speed in turn.
+    (after their count is settled), so a burst is served at full speed in turn.
     """
 
-    def __init__(self, limit: int, retry_after: int, *, threads: int | None = None) -> None:
+    def __init__(self, limit: int, retry_after: int, *, wait: float = 0.0, threads: int | None = None) -> None:
         self.limit = limit
         self.retry_after = retry_after
+        self.wait = wait
         self.busy = 0  # touched only from the event loop
+        self.waiting = 0
         self.threads = max(1, min(limit, threads or diagnosis_threads()))
         self._limiter: anyio.CapacityLimiter | None = None  # made on first use, inside the event loop
+        self._freed: anyio.Event | None = None
 
     @property
     def limiter(self) -> anyio.CapacityLimiter:
@@ -59,23 +69,50 @@ class Gate:
             self._limiter = anyio.CapacityLimiter(self.threads)
         return self._limiter
 
-    def check(self) -> None:
-        """Refuse now if every slot is taken (before reading a body we could not serve)."""
-        if self.busy >= self.limit:
-            raise Overloaded(
-                f"{self.busy} diagnoses are already running on this server; try again in {self.retry_after} s",
-                headers={"Retry-After": str(self.retry_after)},
-            )
+    def _refuse(self) -> Overloaded:
+        return Overloaded(
+            f"{self.busy} diagnoses are already running on this server; try again in {self.retry_after} s",
+            headers={"Retry-After": str(self.retry_after)},
+        )
 
-    @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
-        """Hold one slot for the duration of a diagnosis."""
+    def check(self) -> None:
+        """Refuse now if every slot is taken and the queue is full (before reading a body we could not serve)."""
+        if self.busy >= self.limit and (self.wait <= 0 or self.waiting >= QUEUE_PER_SLOT * self.limit):
+            raise self._refuse()
+
+    async def _acquire(self) -> None:
+        if self.busy < self.limit and not self.waiting:
+            self.busy += 1
+            return
         self.check()
-        self.busy += 1
+        self.waiting += 1
+        try:
+            with anyio.move_on_after(self.wait):
+                # Woken whenever a slot is freed; the first waiter in line that finds one free takes it.
+                while self.busy >= self.limit:
+                    if self._freed is None:
+                        self._freed = anyio.Event()
+                    await self._freed.wait()
+                self.busy += 1
+                return
+        finally:
+            self.waiting -= 1
+        raise self._refuse()
+
+    def _release(self) -> None:
+        self.busy -= 1
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold one slot for the duration of a diagnosis, waiting up to `wait` seconds for it."""
+        await self._acquire()
         try:
             yield
         finally:
-            self.busy -= 1
+            self._release()
 
 
 @dataclass(frozen=True)
@@ -89,32 +126,44 @@ class Analysis:
     log_gz: bytes | None
 
 
-def _hash(file: IO[bytes]) -> tuple[int, str]:
+def _hash(files: Sequence[BinaryIO]) -> tuple[int, str]:
+    """Size and SHA-256 of the logs, one after the other (of the one log, when there is one)."""
     digest = hashlib.sha256()
     size = 0
-    while block := file.read(1 << 20):
-        digest.update(block)
-        size += len(block)
-    file.seek(0)
+    for file in files:
+        while block := file.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+        file.seek(0)
     return size, digest.hexdigest()
 
 
-def _compress_redacted(file: IO[bytes], redactor: Redactor) -> tuple[bytes, dict[str, int]]:
-    """The whole log as kept: decoded, ANSI stripped, secrets redacted line by line, gzip-compressed."""
+def _compress_redacted(logs: Sequence[tuple[str | None, BinaryIO]], redactor: Redactor) -> tuple[bytes, dict[str, int]]:
+    """The whole log as kept: decoded, ANSI stripped, secrets redacted line by line, gzip-compressed.
+
+    Several logs are kept one after the other (by name), each under a `==> name <==` line (as `tail` prints them).
+    """
     packer = zlib.compressobj(6, zlib.DEFLATED, 31)
     stream = redactor.stream()
     parts = []
-    for chunk in iter_chunks(file):
-        # The whole chunk at once: one scan finds the few lines a rule could touch.
-        text = chunk.data.decode("utf-8", errors="replace").replace("\x00", "").replace("\x1b", "")
-        parts.append(packer.compress(redactor.text(text, stream).text.encode("utf-8")))
+    for name, file in logs:
+        if len(logs) > 1:
+            parts.append(packer.compress(f"==> {name} <==\n".encode()))
+        for chunk in iter_chunks(file):
+            # The whole chunk at once: one scan finds the few lines a rule could touch.
+            text = chunk.data.decode("utf-8", errors="replace").replace("\x00", "").replace("\x1b", "")
+            parts.append(packer.compress(redactor.text(text, stream).text.encode("utf-8")))
+        file.seek(0)
     parts.append(packer.flush())
-    file.seek(0)
     return b"".join(parts), dict(sorted(stream.counts.items()))
 
 
-def _wanted(diagnosis: Diagnosis, context: int) -> list[tuple[int, int]]:
-    lines = {e.line for c in diagnosis.candidates for e in c.evidence} | {u.line for u in diagnosis.unexplained}
+def _wanted(
+    diagnosis: Diagnosis, context: int, name: str | None = None, *, every: bool = True
+) -> list[tuple[int, int]]:
+    """Spans of lines around the evidence and unexplained lines (of file `name` unless `every`)."""
+    lines = {e.line for c in diagnosis.candidates for e in c.evidence if every or e.file == name}
+    lines |= {u.line for u in diagnosis.unexplained if every or u.file == name}
     spans: list[tuple[int, int]] = []
     for no in sorted(lines):
         start, end = max(1, no - context), no + context
@@ -125,9 +174,14 @@ def _wanted(diagnosis: Diagnosis, context: int) -> list[tuple[int, int]]:
     return spans
 
 
-def evidence_windows(file: IO[bytes], diagnosis: Diagnosis, *, context: int, name: str | None) -> list[Window]:
-    """The log lines around every evidence and unexplained line: what is kept of the log by default."""
-    spans = _wanted(diagnosis, context)
+def evidence_windows(
+    file: BinaryIO, diagnosis: Diagnosis, *, context: int, name: str | None, every: bool = True
+) -> list[Window]:
+    """The log lines around every evidence and unexplained line: what is kept of the log by default.
+
+    With `every` false, only the lines the diagnosis places in file `name` (a job of several files).
+    """
+    spans = _wanted(diagnosis, context, name, every=every)
     if not spans:
         return []
     texts: dict[int, str] = {}
@@ -169,10 +223,9 @@ def excerpt_evidence_windows(excerpt: Excerpt, diagnosis: Diagnosis, *, context:
 
 
 def analyse(
-    file: IO[bytes],
+    logs: Sequence[tuple[str | None, BinaryIO]],
     library: Library,
     *,
-    name: str | None,
     top: int | None,
     context: int,
     keep_log: bool,
@@ -180,32 +233,39 @@ def analyse(
     redactor: Redactor = DEFAULT,
     excerpt: Excerpt | None = None,
 ) -> Analysis:
-    """Check, hash, diagnose and redact one log (blocking: run it in a worker thread).
+    """Check, hash, diagnose and redact the logs of one job (blocking: run it in a worker thread).
 
-    With `excerpt` (lines picked out of a larger log; `file` holds their text), line numbers
+    Several logs (one per rank) are diagnosed as one job, each keeping its name and line numbers.
+    With `excerpt` (lines picked out of a larger log; the one file holds their text), line numbers
     and sizes in the diagnosis are the original log's.
 
     Nothing leaves this function unredacted: the diagnosis is built from redacted lines,
-    the file name, the context windows and the kept log are redacted here.
+    the file names, the context windows and the kept log are redacted here.
     """
-    check_text(file.read(SNIFF))
-    file.seek(0)
-    size, sha256 = _hash(file)
-    if name is not None:
-        name = redactor.line(name).text
+    # By name (distinct when there are several): the hash and the kept log never depend on upload order.
+    logs = sorted(logs, key=lambda log: log[0] or "")
+    for _, file in logs:
+        check_text(file.read(SNIFF))
+        file.seek(0)
+    size, sha256 = _hash([file for _, file in logs])
+    logs = [(redactor.line(name).text if name is not None else None, file) for name, file in logs]
     started = time.perf_counter()
     if excerpt is not None:
-        diagnosis = diagnose_excerpt(excerpt, library, top=top, name=name, redactor=redactor)
+        diagnosis = diagnose_excerpt(excerpt, library, top=top, name=logs[0][0], redactor=redactor)
+    elif len(logs) == 1:
+        diagnosis = diagnose(logs[0][1], library, top=top, name=logs[0][0], redactor=redactor)
     else:
-        diagnosis = diagnose(file, library, top=top, name=name, redactor=redactor)
+        diagnosis = diagnose_many(logs, library, top=top, redactor=redactor)
     metrics.diagnosis(time.perf_counter() - started, ((c.id, c.role) for c in diagnosis.candidates))
-    file.seek(0)
-    if excerpt is not None:
-        windows = excerpt_evidence_windows(excerpt, diagnosis, context=context, name=name)
-    else:
-        windows = evidence_windows(file, diagnosis, context=context, name=name)
+    windows: list[Window] = []
+    for name, file in logs:
+        file.seek(0)
+        if excerpt is not None:
+            windows += excerpt_evidence_windows(excerpt, diagnosis, context=context, name=name)
+        else:
+            windows += evidence_windows(file, diagnosis, context=context, name=name, every=len(logs) == 1)
     windows = redact_windows(windows, redactor)
-    log_gz, log_counts = _compress_redacted(file, redactor) if keep_log else (None, {})
+    log_gz, log_counts = _compress_redacted(logs, redactor) if keep_log else (None, {})
     counts = shown_counts(diagnosis, windows, log_counts)
     if counts != diagnosis.redactions:
         diagnosis = diagnosis.model_copy(update={"redactions": counts})
@@ -242,32 +302,33 @@ def shown_counts(diagnosis: Diagnosis, windows: list[Window], log_counts: dict[s
 
 async def run_analysis(
     gate: Gate,
-    file: IO[bytes],
+    logs: Sequence[tuple[str | None, BinaryIO]],
     library: Library,
     *,
-    name: str | None,
     top: int | None,
     context: int,
     keep_log: bool,
     metrics: Metrics,
     redactor: Redactor = DEFAULT,
-    excerpt: Excerpt | None = None,
+    excerpt: ExcerptBody | None = None,
 ) -> Analysis:
-    """Diagnose (and redact) in a worker thread, holding one of the gate's slots."""
-    with gate.slot():
+    """Diagnose (and redact) in a worker thread, holding one of the gate's slots.
+
+    An excerpt's lines are loaded only once the slot is held: the slots bound that memory.
+    """
+    async with gate.slot():
         metrics.add_in_flight(1)
         try:
             analysis = await anyio.to_thread.run_sync(
                 lambda: analyse(
-                    file,
+                    logs,
                     library,
-                    name=name,
                     top=top,
                     context=context,
                     keep_log=keep_log,
                     metrics=metrics,
                     redactor=redactor,
-                    excerpt=excerpt,
+                    excerpt=excerpt.load(logs[0][1]) if excerpt is not None else None,
                 ),
                 limiter=gate.limiter,
             )

@@ -1,40 +1,38 @@
 """Read a log out of a request without trusting it: bounded while streaming, gzip decoded with a cap.
 
-Accepted bodies: `text/plain` (or `application/octet-stream`, or no type), `application/gzip`,
-`application/json` (`{"log": ..., "store": ..., "top": ...}`, or `{"excerpt": [{"line": n, "text": ...}, ...],
-"total_lines": ..., "total_bytes": ..., "name": ...}` for lines picked out of a larger log) and `multipart/form-data`
-(a `file` part or a `log` field, plus optional `store` and `top` fields). `Content-Encoding: gzip`
-works with all of them. The body is spooled to memory and, past 1 MiB, to a temporary file.
+Accepted bodies: `text/plain` (or `application/octet-stream`, or no type), `application/gzip` (a log, or a
+tar of logs), `application/json` (`{"log": ..., "store": ..., "top": ...}`, or `{"excerpt": [{"line": n,
+"text": ...}, ...], "total_lines": ..., "total_bytes": ..., "name": ...}` for lines picked out of a larger
+log) and `multipart/form-data` (one or more `file` parts, each a log, a `.gz` or a `.tar.gz` of logs, or a
+`log` field, plus optional `store` and `top` fields). `Content-Encoding: gzip` works with all of them.
+
+Every route holds the decoded log to the caller's limit, and nothing is held whole in memory: bodies
+and decoded logs are spooled to memory and, past 1 MiB, to temporary files; JSON is parsed as it
+arrives (`app.web.jsonbody`).
 """
 
 from __future__ import annotations
 
 import io
-import json
-import os
 import re
-import tempfile
-import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from tempfile import SpooledTemporaryFile, TemporaryFile
+from typing import Any, BinaryIO
 
 import anyio.to_thread
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from python_multipart.multipart import parse_options_header
-from starlette.datastructures import FormData, UploadFile
+from starlette.datastructures import FormData, Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from app.core.excerpt import Excerpt
 from app.errors import BadInput, Invalid, TooLarge, UnsupportedType
+from app.web.archive import FILE_MEMORY, MAX_FILES, BoundedGunzip, Log, is_tar, unpack
+from app.web.jsonbody import SPOOL_MEMORY, ExcerptBody, JsonBody, human_bytes, too_large
 
-READ_CHUNK = 64 << 10  # decompressed bytes produced per step
-SPOOL_MEMORY = 1 << 20  # a body stays in memory up to this size, then goes to a temporary file
 ENVELOPE = 1 << 20  # multipart framing allowed on top of the log size
-# The largest line number or size a request may give: the largest integer every JSON client
-# (JavaScript's Number) holds exactly, and far beyond any real log.
-MAX_COUNT = 2**53 - 1
+FEED = 256 << 10  # JSON text parsed per step in a worker thread
+OPTION_FIELD = 1024  # bytes of a `store` or `top` form field
 
 TEXT_TYPES = {"", "text/plain", "text/x-log", "application/octet-stream"}
 GZIP_TYPES = {"application/gzip", "application/x-gzip"}
@@ -42,117 +40,25 @@ JSON_TYPES = {"application/json"}
 MULTIPART_TYPES = {"multipart/form-data"}
 ACCEPTED = "text/plain, application/gzip, application/json or multipart/form-data"
 
-
-def human_bytes(n: int) -> str:
-    """1048576 -> '1 MiB'; any integer, however large (a stored diagnosis may hold one)."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            # Integer arithmetic: n / size overflows a float past about 10**308.
-            tenths = (n * 10 + size // 2) // size
-            whole, tenth = divmod(tenths, 10)
-            return f"{whole} {unit}" if tenth == 0 else f"{whole}.{tenth} {unit}"
-    return f"{n} bytes"
-
-
-def too_large(limit: int, what: str = "the log") -> TooLarge:
-    """The 413 error, saying the limit and what to do."""
-    return TooLarge(
-        f"{what} is larger than the limit of {human_bytes(limit)} ({limit} bytes); "
-        "send the end of the log instead, e.g. `tail -c 20M train.log`",
-        extra={"limit": limit},
-    )
-
-
-class ExcerptLine(BaseModel):
-    """One line of an excerpt: its number in the original log and its text."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    line: int = Field(ge=1, le=MAX_COUNT, description="1-based line number in the original log")
-    text: str = Field(description="the line, without its newline")
-
-
-class JsonUpload(BaseModel):
-    """A log sent as JSON: the whole text (`log`), or an excerpt picked out of a larger log."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    log: str | None = Field(None, description="the log text")
-    excerpt: list[ExcerptLine] | None = Field(
-        None, description="lines picked out of a larger log, in order, with their original numbers"
-    )
-    total_lines: int | None = Field(None, ge=0, le=MAX_COUNT, description="with `excerpt`: lines in the original log")
-    total_bytes: int | None = Field(None, ge=0, le=MAX_COUNT, description="with `excerpt`: size of the original log")
-    name: str | None = Field(None, max_length=1000, description="with `excerpt`: the original file name")
-    store: bool | None = Field(None, description="keep a permalink (default true)")
-    top: int | None = Field(None, ge=1, le=100, description="at most this many candidates")
-
-    @model_validator(mode="after")
-    def _one_log(self) -> JsonUpload:
-        if (self.log is None) == (self.excerpt is None):
-            raise ValueError("send either `log` (the text) or `excerpt` (picked-out lines), not both or neither")
-        return self
-
-    def to_excerpt(self) -> Excerpt:
-        """The excerpt as the core takes it; raise `Invalid` if its numbering is impossible."""
-        lines = tuple((e.line, e.text) for e in self.excerpt or ())
-        last = lines[-1][0] if lines else 0
-        total_lines = self.total_lines if self.total_lines is not None else last
-        total_bytes = self.total_bytes if self.total_bytes is not None else sum(len(t) + 1 for _, t in lines)
-        excerpt = Excerpt(lines=lines, total_lines=total_lines, total_bytes=total_bytes)
-        excerpt.check()
-        return excerpt
+__all__ = ["Upload", "human_bytes", "media_type", "read_upload", "too_large"]
 
 
 @dataclass
 class Upload:
-    """A log read from a request, ready for the core: a seekable binary file and options."""
+    """The logs read from a request, ready for the core: seekable binary files, their names, and options."""
 
-    file: IO[bytes]
-    name: str | None = None
+    files: list[Log]
     store: bool | None = None
     top: int | None = None
-    excerpt: Excerpt | None = None  # lines picked out of a larger log; `file` holds their text
-    _closers: list[IO[bytes]] = field(default_factory=list)
+    excerpt: ExcerptBody | None = None  # lines picked out of a larger log; the one file holds their text
+    _closers: list[BinaryIO] = field(default_factory=list)
 
     def close(self) -> None:
         """Delete spooled data."""
-        self.file.close()
+        for _, f in self.files:
+            f.close()
         for f in self._closers:
             f.close()
-
-
-class BoundedGunzip:
-    """Decompress gzip (several members too) without ever producing more than a cap."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.total = 0
-        self._d = zlib.decompressobj(wbits=31)
-        self._fed = False
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        """Decompressed pieces of data; raise TooLarge past the cap, BadInput on corrupt data."""
-        buf = data
-        while buf:
-            self._fed = True
-            if self._d.eof:  # the next gzip member
-                self._d = zlib.decompressobj(wbits=31)
-            try:
-                out = self._d.decompress(buf, READ_CHUNK)
-            except zlib.error as exc:
-                raise BadInput(f"the gzip data is corrupt ({exc}); check the file with `gzip -t`") from exc
-            self.total += len(out)
-            if self.total > self.cap:
-                raise too_large(self.cap, "the decompressed log")
-            if out:
-                yield out
-            buf = self._d.unused_data if self._d.eof else self._d.unconsumed_tail
-
-    def finish(self) -> None:
-        """Check the stream ended on a complete member."""
-        if self._fed and not self._d.eof:
-            raise BadInput("the gzip data is truncated; check the file with `gzip -t`")
 
 
 class Spool:
@@ -160,7 +66,7 @@ class Spool:
 
     def __init__(self) -> None:
         self._buffer = bytearray()
-        self._file: IO[bytes] | None = None
+        self._file: BinaryIO | None = None
         self.size = 0
 
     async def write(self, data: bytes) -> None:
@@ -171,11 +77,11 @@ class Spool:
 
     async def _flush(self) -> None:
         if self._file is None:
-            self._file = await anyio.to_thread.run_sync(tempfile.TemporaryFile)
+            self._file = await anyio.to_thread.run_sync(TemporaryFile)
         data, self._buffer = bytes(self._buffer), bytearray()
         await anyio.to_thread.run_sync(self._file.write, data)
 
-    async def finish(self) -> IO[bytes]:
+    async def finish(self) -> BinaryIO:
         """The spooled bytes as a file at offset 0."""
         if self._file is None:
             return io.BytesIO(bytes(self._buffer))
@@ -186,23 +92,6 @@ class Spool:
     def discard(self) -> None:
         if self._file is not None:
             self._file.close()
-
-
-def gunzip_file(source: IO[bytes], limit: int) -> IO[bytes]:
-    """Decompress a gzip file into a temporary file, never past the limit (blocking)."""
-    source.seek(0)
-    gunzip = BoundedGunzip(limit)
-    out = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # noqa: SIM115 - closed by the Upload
-    try:
-        while block := source.read(READ_CHUNK):
-            for piece in gunzip.feed(block):
-                out.write(piece)
-        gunzip.finish()
-    except BaseException:
-        out.close()
-        raise
-    out.seek(0)
-    return out  # type: ignore[return-value]
 
 
 def _content_length(request: Request) -> int | None:
@@ -241,10 +130,12 @@ def media_type(request: Request) -> tuple[str, dict[bytes, bytes]]:
     return kind.decode("latin-1").strip().lower(), params
 
 
-async def _body(request: Request, *, wire_cap: int, log_cap: int, gzip: bool) -> AsyncIterator[bytes]:
+async def _body(
+    request: Request, *, wire_cap: int, log_cap: int, gzip: bool, limit: int
+) -> AsyncGenerator[bytes, None]:
     """The request body, counted as it arrives and decompressed with a cap."""
     received = 0
-    gunzip = BoundedGunzip(log_cap) if gzip else None
+    gunzip = BoundedGunzip(log_cap, limit) if gzip else None
     async for chunk in request.stream():
         received += len(chunk)
         if received > wire_cap:
@@ -291,13 +182,14 @@ def _option_int(value: Any, name: str) -> int | None:
 
 
 async def read_upload(request: Request, *, limit: int) -> Upload:
-    """Read and bound the log in a request; raise a TraceloreError for anything unacceptable."""
+    """Read and bound the logs in a request; raise a TraceloreError for anything unacceptable."""
     gzip = _encoding(request)
     kind, _params = media_type(request)
+    gzip_body = False
     if kind in GZIP_TYPES:
         if gzip:
             raise UnsupportedType("the body is application/gzip and also Content-Encoding: gzip; send one of the two")
-        kind, gzip = "text/plain", True
+        kind, gzip, gzip_body = "text/plain", True, True
     if kind in TEXT_TYPES:
         wire_cap = limit
     elif kind in JSON_TYPES:
@@ -312,54 +204,60 @@ async def read_upload(request: Request, *, limit: int) -> Upload:
         raise too_large(limit, "the request body")
     if length is not None and gzip and length > limit:
         raise too_large(limit, "the compressed request body")
-    body = _body(request, wire_cap=wire_cap, log_cap=limit, gzip=gzip)
+    # A decompressed JSON or form body may be as large as its uncompressed wire form; the log
+    # inside is held to `limit` as it is decoded. A tar's own headers come on top of its logs.
+    cap = limit if kind in TEXT_TYPES and not gzip_body else wire_cap + (ENVELOPE if gzip_body else 0)
+    body = _body(request, wire_cap=wire_cap, log_cap=cap, gzip=gzip, limit=limit)
     if kind in MULTIPART_TYPES:
         return await _read_multipart(request, body, limit)
     if kind in JSON_TYPES:
-        return await _read_json(body)
+        return await _read_json(body, limit)
     spool = Spool()
     try:
         async for chunk in body:
             await spool.write(chunk)
-        return Upload(await spool.finish())
+        file = await spool.finish()
     except BaseException:
         spool.discard()
         raise
+    if gzip_body and is_tar(file):  # a .tar.gz of per-rank logs
+        try:
+            return Upload(await _unpack_all([(None, file)], limit))
+        finally:
+            file.close()
+    if spool.size > limit:
+        file.close()
+        raise too_large(limit)
+    return Upload([(None, file)])
 
 
-async def _read_json(body: AsyncIterator[bytes]) -> Upload:
-    data = bytearray()
-    async for chunk in body:
-        data += chunk
+async def _read_json(body: AsyncIterator[bytes], limit: int) -> Upload:
+    parser = JsonBody(limit)
     try:
-        parsed = await anyio.to_thread.run_sync(json.loads, bytes(data))
-    except (ValueError, RecursionError) as exc:
-        # ValueError covers JSONDecodeError, bad UTF-8 and over-long integers.
-        raise BadInput(f"the body is not valid JSON: {str(exc)[:200]}") from None
-    try:
-        request = JsonUpload.model_validate(parsed)
-    except ValidationError as exc:
-        errors = [{"location": ".".join(map(str, e["loc"])) or "body", "message": e["msg"]} for e in exc.errors()]
-        raise Invalid(
-            "; ".join(f"{e['location']}: {e['message']}" for e in errors)
-            + ' (expected {"log": "..."} or {"excerpt": [{"line": 1, "text": "..."}]})',
-            extra={"errors": errors},
-        ) from None
-    if request.excerpt is not None:
-        excerpt = request.to_excerpt()
-        name = _safe_name(request.name)
-        return Upload(io.BytesIO(excerpt.data()), name=name, store=request.store, top=request.top, excerpt=excerpt)
-    log = (request.log or "").encode("utf-8", errors="replace")
-    return Upload(io.BytesIO(log), store=request.store, top=request.top)
+        pending = bytearray()
+        async for chunk in body:
+            pending += chunk
+            if len(pending) >= FEED:
+                await anyio.to_thread.run_sync(parser.feed, bytes(pending))
+                pending.clear()
+        await anyio.to_thread.run_sync(parser.feed, bytes(pending))
+        options = await anyio.to_thread.run_sync(parser.finish)
+    except BaseException:
+        parser.file.close()
+        raise
+    name = _safe_name(options.name) if parser.excerpt is not None else None
+    return Upload([(name, parser.file)], store=options.store, top=options.top, excerpt=parser.excerpt)
 
 
-class _StrictMultiPartParser(MultiPartParser):
-    """Starlette's parser, refusing what it would otherwise misread as a form without a file.
+class _FormParser(MultiPartParser):
+    """Starlette's form parser, refusing what it would otherwise misread as a form without a file,
+    with the pasted `log` field spooled like a file, never held in memory.
 
     A body cut before its closing boundary parses without error (the last part is dropped), and
     a part named only by `filename*=` (RFC 7578 forbids it in forms) is taken for a text field.
     """
 
+    spool_max_size = FILE_MEMORY  # up to MAX_FILES parts: each goes to disk early
     ended = False
 
     def on_headers_finished(self) -> None:
@@ -370,6 +268,11 @@ class _StrictMultiPartParser(MultiPartParser):
                 '(RFC 7578); send `filename="train.log"`'
             )
         super().on_headers_finished()
+        part = self._current_part
+        if part.file is None and part.field_name == "log":
+            spooled = SpooledTemporaryFile(max_size=self.spool_max_size)  # noqa: SIM115 - closed by the Upload
+            self._files_to_close_on_error.append(spooled)
+            part.file = UploadFile(file=spooled, size=0, filename=None, headers=Headers(raw=part.item_headers))  # type: ignore[arg-type]
 
     def on_end(self) -> None:
         self.ended = True
@@ -387,39 +290,67 @@ class _StrictMultiPartParser(MultiPartParser):
 _PLAIN_FILENAME = re.compile(rb"(?:^|;)\s*filename\s*=")
 
 
-async def _read_multipart(request: Request, body: AsyncIterator[bytes], limit: int) -> Upload:
-    parser = _StrictMultiPartParser(request.headers, body, max_files=1, max_fields=8, max_part_size=limit)
+async def _read_multipart(request: Request, body: AsyncGenerator[bytes, None], limit: int) -> Upload:
+    parser = _FormParser(request.headers, body, max_files=MAX_FILES, max_fields=8, max_part_size=OPTION_FIELD)
     try:
         form = await parser.parse()
     except MultiPartException as exc:
-        if "maximum size" in exc.message:  # a pasted `log` field over the limit
-            raise too_large(limit) from None
         raise BadInput(f"malformed multipart body: {exc.message}") from None
-    closers: list[IO[bytes]] = []
     try:
-        part = form.get("file")
-        text = form.get("log")
-        store = _option_bool(form.get("store"), "store")
-        top = _option_int(form.get("top"), "top")
-        if isinstance(part, UploadFile):
-            closers.append(part.file)
-            part.file.seek(0, os.SEEK_END)
-            size = part.file.tell()
-            part.file.seek(0)
-            if size > limit:
-                raise too_large(limit)
-            if size or not text:
-                file: IO[bytes] = part.file
-                if file.read(2) == b"\x1f\x8b":  # a .gz file chosen in the form
-                    file = await anyio.to_thread.run_sync(gunzip_file, part.file, limit)
-                    closers.append(file)
-                file.seek(0)
-                return Upload(file, name=_safe_name(part.filename), store=store, top=top, _closers=closers)
-        if isinstance(text, str):
-            return Upload(io.BytesIO(text.encode("utf-8", errors="replace")), store=store, top=top, _closers=closers)
-        raise Invalid("the form has no `file` part and no `log` field")
+        store = _option_bool(_field(form.get("store")), "store")
+        top = _option_int(_field(form.get("top")), "top")
+        chosen = [p for p in form.getlist("file") if isinstance(p, UploadFile)]
+        pasted = form.get("log")
+        sized = [(p, _size(p.file)) for p in chosen]
+        if isinstance(pasted, UploadFile) and not any(size for _, size in sized):
+            sized = [(pasted, _size(pasted.file))]  # the pasted text, when no file was chosen
+        parts = [(_safe_name(p.filename), p.file) for p, size in sized if size or len(sized) == 1]
+        if not parts:
+            raise Invalid("the form has no `file` part and no `log` field")
+        logs = await _unpack_all(parts, limit)
     except BaseException:
-        for f in closers:
-            f.close()
         await form.close()
         raise
+    # The form's files are closed with the upload: a log taken as it is stays that file.
+    spooled = [v.file for _, v in form.multi_items() if isinstance(v, UploadFile)]
+    return Upload(logs, store=store, top=top, _closers=spooled)
+
+
+def _field(value: Any) -> Any:
+    if isinstance(value, UploadFile):
+        raise BadInput("`store` and `top` are form fields, not files")
+    return value
+
+
+def _size(file: BinaryIO) -> int:
+    file.seek(0, 2)
+    size = file.tell()
+    file.seek(0)
+    return size
+
+
+async def _unpack_all(parts: list[Log], limit: int) -> list[Log]:
+    """Every log in the chosen files (archives opened, gzip decoded), within `limit` in all; names unique."""
+
+    def run() -> list[Log]:
+        logs: list[Log] = []
+        try:
+            for name, file in parts:
+                used = sum(_size(f) for _, f in logs)
+                logs.extend(unpack(file, name, limit - used, limit=limit))
+                if len(logs) > MAX_FILES:
+                    raise TooLarge(f"more than {MAX_FILES} logs in one diagnosis", extra={"limit": MAX_FILES})
+        except BaseException:
+            for _, f in logs:
+                f.close()
+            raise
+        return logs
+
+    logs = await anyio.to_thread.run_sync(run)
+    if len(logs) > 1:
+        names = [name for name, _ in logs]
+        if None in names or len(set(names)) < len(names):
+            for _, f in logs:
+                f.close()
+            raise Invalid("several logs need a distinct file name each (the name tells their ranks apart)")
+    return logs

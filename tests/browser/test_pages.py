@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import tarfile
 from pathlib import Path
 
 from playwright.sync_api import Browser, Page, expect
 
 from app.core.diagnose import diagnose
 from app.core.library import Library
-from tests.support import SAMPLES, LiveServer
+from tests.support import REPO, SAMPLES, LiveServer
 
 
 def test_paste_flow_shows_the_initiating_failure(
@@ -62,3 +63,35 @@ def test_without_javascript_the_form_posts_the_whole_file(
         expect(page.locator("section.meta")).not_to_contain_text("only the evidence was sent")
     finally:
         context.close()
+
+
+JOB = REPO / "tests" / "corpus" / "cases" / "gen-dist-per-rank-index-error"
+
+
+def _job_page_names_each_file(page: Page, files: list[str]) -> None:
+    """The page of a job: the initiating failure, and each evidence line with the file it is from."""
+    expect(page.locator("h1")).to_have_text("Token or label index out of range (CPU)")
+    names = page.locator("ol.evidence span.file").all_text_contents()
+    assert names and set(names) <= set(files)
+    expect(page.locator("section.meta")).to_contain_text(files[0])
+
+
+def test_the_logs_of_a_job_are_sent_together(page: Page, server: LiveServer, tmp_path: Path) -> None:
+    ranks = sorted(JOB.glob("rank*.log"))
+    page.goto(server.url + "/")
+    page.set_input_files("#file", [str(p) for p in reversed(ranks)])
+    expect(page.locator("#excerpt-status")).to_contain_text("3 files")
+    with page.expect_navigation(url=re.compile(r"/d/[\w-]+$")):
+        page.click("button[type=submit]")
+    _job_page_names_each_file(page, [p.name for p in ranks])
+
+    archive = tmp_path / "job.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for p in ranks:
+            tar.add(p, arcname=f"job/{p.name}")
+    page.goto(server.url + "/")
+    page.set_input_files("#file", str(archive))
+    expect(page.locator("#excerpt-status")).to_contain_text("sent whole")
+    with page.expect_navigation(url=re.compile(r"/d/[\w-]+$")):
+        page.click("button[type=submit]")
+    _job_page_names_each_file(page, [f"job/{p.name}" for p in ranks])

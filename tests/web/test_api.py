@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from app.core.library import Library
+from app.web.archive import MAX_FILES
 from tests.support import METRICS_AUTH, SAMPLES, LiveServer
 from tests.web.conftest import LIMIT
 
@@ -192,8 +193,8 @@ def test_bad_options_are_422(live: LiveServer, client: httpx.Client) -> None:
 
 def test_malformed_multipart_is_400(live: LiveServer, client: httpx.Client) -> None:
     rejected(live, client, 400, "bad-input", content=b"--x\r\n", headers={"Content-Type": "multipart/form-data"})
-    two = [("file", ("a.log", OOM)), ("file", ("b.log", OOM))]
-    body = rejected(live, client, 400, "bad-input", files=two)
+    too_many = [("file", (f"rank{i}.log", b"x\n")) for i in range(MAX_FILES + 1)]
+    body = rejected(live, client, 400, "bad-input", files=too_many)
     assert "files" in str(body["detail"]).lower()
     many = {f"f{i}": (None, "x") for i in range(20)}
     rejected(live, client, 400, "bad-input", files=many)
@@ -238,6 +239,29 @@ def test_too_large_body_is_413_with_the_limit(live: LiveServer, client: httpx.Cl
 
 def test_a_pasted_field_over_the_limit_is_413(live: LiveServer, client: httpx.Client) -> None:
     rejected(live, client, 413, "too-large", files={"log": (None, "z" * (LIMIT + 10))})
+
+
+def test_every_route_holds_the_decoded_log_to_the_limit(live: LiveServer, client: httpx.Client) -> None:
+    over = "y" * (LIMIT + 10)
+    body = rejected(live, client, 413, "too-large", json={"log": over})
+    assert body["limit"] == LIMIT
+    packed = gzip.compress(json.dumps({"log": over}).encode())
+    json_gzip = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    rejected(live, client, 413, "too-large", content=packed, headers=json_gzip)
+    lines = [{"line": i + 1, "text": "z" * 1000} for i in range(LIMIT // 1000 + 10)]
+    rejected(live, client, 413, "too-large", json={"excerpt": lines})
+    rejected(live, client, 413, "too-large", files={"log": (None, over)})
+    rejected(live, client, 413, "too-large", files={"file": ("big.log.gz", gzip.compress(over.encode()))})
+
+
+def test_escapes_count_once_decoded(client: httpx.Client) -> None:
+    """A log just under the limit is accepted as JSON though its escapes make the body half as large again."""
+    log = 'x"\n' * (LIMIT // 3)
+    body = json.dumps({"log": log, "store": False}).encode()
+    assert len(body) > 1.5 * LIMIT
+    r = client.post("/api/v1/diagnoses", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert r.json()["input"]["bytes"] == len(log)
 
 
 def test_gzip_bomb_is_413_fast(live: LiveServer, client: httpx.Client) -> None:

@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 
 import httpx
+from sqlalchemy import text
 
 from app.core.library import Library
-from tests.support import METRICS_AUTH, SAMPLES, live_server, make_settings
+from tests.support import METRICS_AUTH, REPO, SAMPLES, live_server, make_settings
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
 
@@ -23,7 +24,9 @@ def _in_flight(client: httpx.Client) -> int:
 
 
 def test_beyond_max_in_flight_requests_get_503_quickly(sqlite_url: str, tmp_path: Path, library: Library) -> None:
-    settings = make_settings(sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=32 << 20, retry_after=7)
+    settings = make_settings(
+        sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=32 << 20, retry_after=7, queue_seconds=0
+    )
     big = OOM * 1500  # about 7 MiB of a many-rank failure: a few seconds of matching
     with live_server(settings, library) as server, server.client() as client:
         results: list[int] = []
@@ -48,6 +51,52 @@ def test_beyond_max_in_flight_requests_get_503_quickly(sqlite_url: str, tmp_path
         assert client.post("/api/v1/diagnoses", content=OOM).status_code == 201
 
 
+def _hold_the_only_slot(client: httpx.Client, results: list[int]) -> threading.Thread:
+    """Start a diagnosis of a large log and return once it holds the server's only slot."""
+    big = OOM * 1500  # about 7 MiB of a many-rank failure: a few seconds of matching
+    slow = threading.Thread(
+        target=lambda: results.append(client.post("/api/v1/diagnoses?store=false", content=big).status_code)
+    )
+    slow.start()
+    deadline = time.monotonic() + 20
+    while _in_flight(client) == 0:
+        assert time.monotonic() < deadline and slow.is_alive(), "the big diagnosis never started"
+        time.sleep(0.01)
+    return slow
+
+
+def test_a_request_beyond_max_in_flight_waits_for_a_slot(sqlite_url: str, tmp_path: Path, library: Library) -> None:
+    settings = make_settings(sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=32 << 20, queue_seconds=120)
+    with live_server(settings, library) as server, server.client() as client:
+        results: list[int] = []
+        slow = _hold_the_only_slot(client, results)
+        queued = client.post("/api/v1/diagnoses", content=OOM)
+        slow.join(60)
+        # Served once the slot is free, not shed: the burst is only late.
+        assert queued.status_code == 201, queued.text
+        assert results == [200]
+        assert server.count() == 1
+
+
+def test_a_request_that_waits_too_long_gets_503(sqlite_url: str, tmp_path: Path, library: Library) -> None:
+    settings = make_settings(
+        sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=32 << 20, queue_seconds=0.3, retry_after=9
+    )
+    with live_server(settings, library) as server, server.client() as client:
+        results: list[int] = []
+        slow = _hold_the_only_slot(client, results)
+        started = time.monotonic()
+        refused = client.post("/api/v1/diagnoses", content=OOM)
+        elapsed = time.monotonic() - started
+        slow.join(60)
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "9"
+        assert refused.json()["type"] == "/problems/overloaded"
+        assert 0.3 <= elapsed  # it waited its turn first
+        assert results == [200]
+        with server.app.state.sessionmaker() as session:  # the refused request was given back
+            assert session.scalar(text("SELECT coalesce(sum(used), 0) FROM quota_usage")) == 1
+
+
 def test_readyz_is_503_when_the_database_is_unreachable(tmp_path: Path, library: Library) -> None:
     settings = make_settings("postgresql+psycopg://nobody@127.0.0.1:1/none", tmp_path)
     with live_server(settings, library) as server, server.client() as client:
@@ -69,6 +118,18 @@ def test_store_log_keeps_the_whole_log(sqlite_url: str, tmp_path: Path, library:
         assert "keep the whole log" in home and "kept until an operator deletes them" in home
         page = client.get(f"/d/{created['id']}", headers={"Accept": "text/html"}).text
         assert f"/api/v1/diagnoses/{created['id']}/log" in page
+
+
+def test_store_log_keeps_every_log_of_a_job_under_its_name(sqlite_url: str, tmp_path: Path, library: Library) -> None:
+    settings = make_settings(sqlite_url, tmp_path, store_log=True)
+    job = REPO / "tests" / "corpus" / "cases" / "gen-dist-per-rank-index-error"
+    files = [(p.name, p.read_bytes()) for p in sorted(job.glob("rank*.log"))]
+    with live_server(settings, library) as server, server.client() as client:
+        created = client.post("/api/v1/diagnoses", files=[("file", f) for f in reversed(files)])
+        assert created.status_code == 201, created.text
+        log = client.get(f"/api/v1/diagnoses/{created.json()['id']}/log")
+        # In name order whatever the upload order, each under a `==> name <==` line as `tail` prints them.
+        assert log.content == b"".join(b"==> %s <==\n" % name.encode() + data for name, data in files)
 
 
 def test_base_url_makes_the_permalinks(sqlite_url: str, tmp_path: Path, library: Library) -> None:

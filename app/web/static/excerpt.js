@@ -393,6 +393,22 @@
       panel.hidden = true;
       return;
     }
+    // The logs of a job (several files, or an archive of them) go whole, as one diagnosis:
+    // the evidence is picked out here one log at a time only.
+    const files = Array.from(fileInput.files);
+    if (files.length > 1 || /\.(tar|tar\.gz|tgz)$/i.test(file.name)) {
+      const size = files.reduce((sum, f) => sum + f.size, 0);
+      panel.hidden = false;
+      alert.hidden = true;
+      details.hidden = true;
+      summary.textContent = "";
+      bar.value = 1;
+      status.textContent =
+        files.length > 1
+          ? `${fmtInt(files.length)} files (${fmtBytes(size)}) will be sent whole and diagnosed as one job.`
+          : `${file.name} (${fmtBytes(size)}) will be sent whole; its logs are diagnosed as one job.`;
+      return;
+    }
     try {
       const result = await selectFile(file, run);
       if (result === null || run !== job) return;
