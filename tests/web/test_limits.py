@@ -23,11 +23,17 @@ def _in_flight(client: httpx.Client) -> int:
     raise AssertionError("no in-flight gauge")
 
 
+# A log that takes seconds to diagnose: every public thread's paste of the corpus, one after the
+# other, twice (hundreds of different failures: many patterns located on many lines). A log of one
+# repeated line no longer does: the matcher stops reading a pattern once the file has enough of it.
+SLOW = b"".join(p.read_bytes() for p in sorted((REPO / "tests" / "corpus" / "cases").glob("gh-*/log.txt"))) * 2
+
+
 def test_beyond_max_in_flight_requests_get_503_quickly(sqlite_url: str, tmp_path: Path, library: Library) -> None:
     settings = make_settings(
         sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=32 << 20, retry_after=7, queue_seconds=0
     )
-    big = OOM * 1500  # about 7 MiB of a many-rank failure: a few seconds of matching
+    big = SLOW
     with live_server(settings, library) as server, server.client() as client:
         results: list[int] = []
         slow = threading.Thread(
@@ -53,7 +59,7 @@ def test_beyond_max_in_flight_requests_get_503_quickly(sqlite_url: str, tmp_path
 
 def _hold_the_only_slot(client: httpx.Client, results: list[int]) -> threading.Thread:
     """Start a diagnosis of a large log and return once it holds the server's only slot."""
-    big = OOM * 1500  # about 7 MiB of a many-rank failure: a few seconds of matching
+    big = SLOW
     slow = threading.Thread(
         target=lambda: results.append(client.post("/api/v1/diagnoses?store=false", content=big).status_code)
     )
