@@ -23,9 +23,10 @@ $(VENV)/.served: pyproject.toml
 serve: $(VENV)/.served  ## start the service on SQLite (no configuration needed)
 	$(BIN)/tracelore serve
 
-lint: install  ## formatting, static checks and the signature library
+lint: install  ## formatting, static checks (ruff, mypy --strict) and the signature library
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/tracelore lint --fail-on-warnings
 
 eval: install  ## the library measured on the corpus of real logs (fails below tests/corpus/thresholds.yaml)

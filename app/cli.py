@@ -62,9 +62,7 @@ def _open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, Binary
                 if path.is_dir():
                     raise click.UsageError(f"{p} is a directory; pass log files")
                 try:
-                    stream = stack.enter_context(
-                        gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[arg-type]
-                    )
+                    stream = stack.enter_context(gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb"))
                 except OSError as exc:
                     raise click.UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
                 name = p

@@ -10,6 +10,11 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+# The kinds of pattern the engine owns (a subset of the library's pattern kinds).
+BuiltinKind = Literal["error", "progress", "version"]
+
 # Named groups are facts: environment.py maps each group name to the fact it gives.
 _V = r"\d{1,3}\.\d{1,3}(?:\.\d{1,3})?(?:(?:a|b|rc|\.dev|\.post)\d{0,9})?(?:\+[A-Za-z0-9.]{1,40})?"
 # After a bare space only a full X.Y.Z counts: "datasets 1.25 GB" is not a version.
@@ -92,7 +97,7 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
 )
 
 # (kind, name, regex) - the same dialect as signatures (RE2 and `regex`).
-PATTERNS: tuple[tuple[str, str, str], ...] = (
+PATTERNS: tuple[tuple[BuiltinKind, str, str], ...] = (
     (
         "error",
         "exception",

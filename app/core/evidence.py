@@ -533,7 +533,8 @@ class _BlockPass:
         Windows of whole lines from the end, each eight times the last: a frequent pattern
         is found in the first small one, a rare one costs a few searches of the block.
         """
-        t, found, size = self.t, [], 4096
+        t, size = self.t, 4096
+        found: list[int] = []
         while hi > lo and len(found) < want:
             assert t.ends is not None
             start = max(lo, hi - size)

@@ -17,15 +17,15 @@ def fill(text: str, facts: dict[str, str]) -> str:
     """The text for one diagnosis: optional parts kept only when all their facts are known."""
 
     def part(m: regex.Match[str]) -> str:
-        return m[1] if all(name in facts for name in PLACEHOLDER.findall(m[1])) else ""
+        return str(m[1]) if all(name in facts for name in PLACEHOLDER.findall(m[1])) else ""
 
     kept = OPTIONAL.sub(part, text)
-    return PLACEHOLDER.sub(lambda m: facts.get(m[1], m[0]), kept)
+    return str(PLACEHOLDER.sub(lambda m: facts.get(m[1], m[0]), kept))
 
 
 def template(text: str) -> str:
     """The text as the encyclopedia shows it: every optional part, with its facts as slots."""
-    return OPTIONAL.sub(lambda m: m[1], text)
+    return str(OPTIONAL.sub(lambda m: m[1], text))
 
 
 def required(text: str) -> set[str]:

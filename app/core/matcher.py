@@ -149,6 +149,7 @@ class _FileScanner:
     def probe(self, item: Chunk | Block) -> _Probe:
         """Find where patterns hit in a chunk. Runs in worker threads: it only reads shared state."""
         view = item.view() if isinstance(item, Block) else None
+        data: bytes | memoryview
         if view is not None:  # scanned in place: no copy unless something needs locating
             probe, data = _Probe(item, 0, None), view
         else:  # a chunk, or a block with escape sequences to strip

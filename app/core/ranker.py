@@ -24,7 +24,18 @@ from app.core.environment import judge_versions
 from app.core.fill import fill
 from app.core.library import Library
 from app.core.matcher import FileScan, LineHit, PatternHits
-from app.core.models import LIKELY, Candidate, EnvFact, Evidence, Harmless, Unexplained, UnknownStart, entry_path
+from app.core.models import (
+    LIKELY,
+    Candidate,
+    EnvFact,
+    Episode,
+    Evidence,
+    Harmless,
+    Role,
+    Unexplained,
+    UnknownStart,
+    entry_path,
+)
 from app.core.signature import Pattern, Signature
 from app.core.times import began, comparable
 
@@ -235,14 +246,14 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
         (earlier.append((f, progress)) if went_on else terminal.append(f))
     terminal.sort(key=functools.cmp_to_key(_compare))
 
-    roles: dict[str, tuple[str, str | None, str]] = {}
+    roles: dict[str, tuple[Role, str | None, str]] = {}
     for f in terminal:
-        cause = next((p for p in terminal if _is_cause(p, f, roles)), None)
-        if cause is not None:
+        source = next((p for p in terminal if _is_cause(p, f, roles)), None)
+        if source is not None:
             roles[f.sig.id] = (
                 "collateral",
-                cause.sig.id,
-                f"comes with {cause.sig.title} (line {cause.position.line}); it is usually an echo of that failure",
+                source.sig.id,
+                f"comes with {source.sig.title} (line {source.position.line}); it is usually an echo of that failure",
             )
         elif f.sig.role == "collateral":
             roles[f.sig.id] = ("collateral", None, "a report of a failure, not a cause of its own")
@@ -294,7 +305,7 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
 CAUSE_AFTER_LINES = 5  # a cause printed just after its echo (a chained exception) still counts
 
 
-def _is_cause(cause: Found, echo: Found, roles: dict[str, tuple[str, str | None, str]]) -> bool:
+def _is_cause(cause: Found, echo: Found, roles: Mapping[str, tuple[Role, str | None, str]]) -> bool:
     """Whether `cause` is a failure `echo` is usually an echo of, seen before it or right with it."""
     if cause is echo or cause.sig.id not in echo.sig.consequence_of:
         return False
@@ -336,10 +347,11 @@ def _choose_initiating(roots: list[Found], root_rank: int | None) -> Found | Non
         if on_rank:
             roots = on_rank
     likely = [f for f in roots if f.confidence >= LIKELY]
-    return (likely or roots or [None])[0]
+    chosen = likely or roots
+    return chosen[0] if chosen else None
 
 
-def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -> Candidate:
+def _candidate(f: Found, role: Role, cause: str | None, why: str, episode: Episode) -> Candidate:
     scan, hit = f.first
     sig = f.sig
     why = "; ".join([why, *f.notes])
@@ -351,8 +363,8 @@ def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -
         confidence=f.confidence,
         # A failure the run went on after did not end it: at most possible, whatever its match.
         band="likely" if f.confidence >= LIKELY and episode == "terminal" else "possible",
-        role=role,  # type: ignore[arg-type]
-        episode=episode,  # type: ignore[arg-type]
+        role=role,
+        episode=episode,
         caused_by=cause,
         why=why,
         line=hit.line.no,
@@ -371,7 +383,7 @@ def _candidate(f: Found, role: str, cause: str | None, why: str, episode: str) -
                 text=h.line.text,
                 span=h.span,
                 pattern=p.name,
-                kind=kind,  # type: ignore[arg-type]
+                kind=kind,
             )
             for h, p, kind in f.evidence
         ],

@@ -140,8 +140,8 @@ def iter_blocks(
 
 def _pieces(source: Source, block: int, file: str | None, in_place_min: int | None) -> Iterator[Chunk | Block]:
     if isinstance(source, (str, Path)):
-        with open(source, "rb") as stream:
-            yield from _file_pieces(stream, block, file, in_place_min)
+        with open(source, "rb") as opened:
+            yield from _file_pieces(opened, block, file, in_place_min)
         return
     if isinstance(source, (io.BufferedReader, io.BufferedRandom, io.FileIO)):
         yield from _file_pieces(source, block, file, in_place_min)

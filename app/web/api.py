@@ -28,7 +28,7 @@ from app.web.upload import read_upload
 
 router = APIRouter()
 
-_PROBLEM = {"content": {PROBLEM_JSON: {}}}
+_PROBLEM: dict[str, Any] = {"content": {PROBLEM_JSON: {}}}
 _UPLOAD_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,

@@ -71,14 +71,14 @@ class Metrics:
                 "# HELP tracelore_rejections_total Requests refused, by reason (problem type).",
                 "# TYPE tracelore_rejections_total counter",
             ]
-            for key, n in sorted(self.rejections.items()):
-                out.append(f"tracelore_rejections_total{_labels(('reason',), key)} {n}")
+            for reason, n in sorted(self.rejections.items()):
+                out.append(f"tracelore_rejections_total{_labels(('reason',), reason)} {n}")
             out += [
                 "# HELP tracelore_candidates_total Candidate failures reported, by signature id and role.",
                 "# TYPE tracelore_candidates_total counter",
             ]
-            for key, n in sorted(self.candidates.items()):
-                out.append(f"tracelore_candidates_total{_labels(('id', 'role'), key)} {n}")
+            for id_role, n in sorted(self.candidates.items()):
+                out.append(f"tracelore_candidates_total{_labels(('id', 'role'), id_role)} {n}")
             out += [
                 "# HELP tracelore_diagnosis_seconds Time to diagnose one log (read, match, rank).",
                 "# TYPE tracelore_diagnosis_seconds histogram",
@@ -102,13 +102,13 @@ API_PREFIX = "/api/v1"
 def route_label(scope: Any) -> str:
     """The route template that served a request ("/api/v1/diagnoses/{diagnosis_id}"), never the raw path."""
     path: str = scope["path"]
-    template = getattr(scope.get("route"), "path", None)
+    template: str | None = getattr(scope.get("route"), "path", None)
     if template is None:
         return "/static" if path.startswith("/static/") else "unmatched"
     # Routes of an included router report their path without the router's prefix.
     if path.startswith(API_PREFIX + "/") and not template.startswith(API_PREFIX):
         return API_PREFIX + template
-    return str(template)
+    return template
 
 
 class MetricsMiddleware:

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
 
 from app.core.models import Candidate, Diagnosis
 from app.errors import NotFound, TraceloreError
@@ -67,7 +68,7 @@ def _home(
     headers: dict[str, str] | None = None,
     subject: Subject | None = None,
 ) -> Response:
-    templates = request.app.state.templates
+    templates: Jinja2Templates = request.app.state.templates
     return templates.TemplateResponse(
         request,
         "home.html",
@@ -266,5 +267,5 @@ def diagnosis_page(request: Request, diagnosis_id: str, settings: SettingsDep, s
     record = get_diagnosis(session, diagnosis_id, not_before=not_before(settings)) if len(diagnosis_id) <= 64 else None
     if record is None:
         raise NotFound(f"no diagnosis {diagnosis_id!r}: the link is wrong or the diagnosis has expired")
-    templates = request.app.state.templates
+    templates: Jinja2Templates = request.app.state.templates
     return templates.TemplateResponse(request, "diagnosis.html", page_context(record))
