@@ -449,22 +449,27 @@ def db_current() -> None:
     help="Delete diagnoses older than this many days [TRACELORE_RETENTION_DAYS, default 30].",
 )
 def purge(days: int | None) -> None:
-    """Delete stored diagnoses older than the retention time, now (the service also does it hourly)."""
+    """Delete stored diagnoses older than the retention time, old quota counters and spent sign-in
+    links, now (the service also does it hourly)."""
+    from app.retention import COUNTER_DAYS, purge_once
     from app.store.db import make_engine, make_sessionmaker
-    from app.web.retention import purge_once
 
     settings = Settings()
     if days is not None:
         settings = settings.model_copy(update={"retention_days": days})
-    if not settings.retention_days:
-        click.echo("retention is 0 days (keep forever): nothing purged")
-        return
     engine = make_engine(settings.effective_database_url)
     try:
-        removed = purge_once(make_sessionmaker(engine), settings)
+        purged = purge_once(make_sessionmaker(engine), settings)
     finally:
         engine.dispose()
-    click.echo(f"purged {removed} diagnoses older than {settings.retention_days} days")
+    if settings.retention_days:
+        click.echo(f"purged {purged.diagnoses} diagnoses older than {settings.retention_days} days")
+    else:
+        click.echo("retention is 0 days (keep forever): no diagnosis purged")
+    click.echo(
+        f"purged {purged.counters} quota counters older than {COUNTER_DAYS} days"
+        f" and {purged.login_tokens} spent sign-in links"
+    )
 
 
 @main.command("build-site")
@@ -577,7 +582,13 @@ def admin_revoke_key(key: str) -> None:
 
 
 @admin.command("usage")
-@click.option("--days", type=click.IntRange(1, 3660), default=7, show_default=True, help="How many UTC days back.")
+@click.option(
+    "--days",
+    type=click.IntRange(1, 3660),
+    default=7,
+    show_default=True,
+    help="How many UTC days back (the hourly purge keeps counters 7 days).",
+)
 def admin_usage(days: int) -> None:
     """Diagnoses counted per UTC day and tier, and accounts per tier."""
     from datetime import timedelta

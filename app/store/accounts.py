@@ -188,14 +188,14 @@ def list_accounts(session: Session) -> list[Account]:
 
 # Sign-in links
 
+LINK_COUNT_WINDOW = timedelta(hours=1)  # links sent to an address are limited per this window
+
 
 def create_login_token(session: Session, email: str, *, now: datetime, lifetime: timedelta) -> str:
     """A one-time sign-in token for an address (only its hash is stored)."""
     token = secrets.token_urlsafe(32)
     email = normalise_email(email)
-    # Spent links go once they can no longer count towards the hourly limit of links per address.
-    stale = (LoginTokenRow.expires_at < now) & (LoginTokenRow.created_at < now - timedelta(hours=1))
-    session.execute(delete(LoginTokenRow).where(LoginTokenRow.email == email, stale))
+    purge_login_tokens(session, now=now, email=email)
     session.add(
         LoginTokenRow(token_hash=digest(token), email=normalise_email(email), created_at=now, expires_at=now + lifetime)
     )
@@ -233,9 +233,16 @@ def use_login_token(session: Session, token: str, *, now: datetime) -> Account |
     return get_account(session, account.id)
 
 
-def purge_login_tokens(session: Session, *, before: datetime) -> int:
-    """Delete sign-in tokens that expired before a time."""
-    result = session.execute(delete(LoginTokenRow).where(LoginTokenRow.expires_at < before))
+def purge_login_tokens(session: Session, *, now: datetime, email: str | None = None) -> int:
+    """Delete spent sign-in tokens (expired or used), of one address or all; how many.
+
+    A spent link stays until it can no longer count towards the hourly limit of links per address.
+    """
+    spent = (LoginTokenRow.expires_at < now) | LoginTokenRow.used_at.is_not(None)
+    stale = spent & (LoginTokenRow.created_at < now - LINK_COUNT_WINDOW)
+    if email is not None:
+        stale = stale & (LoginTokenRow.email == email)
+    result = session.execute(delete(LoginTokenRow).where(stale))
     return int(getattr(result, "rowcount", 0) or 0)
 
 

@@ -230,7 +230,7 @@ async def sign_in(request: Request, settings: SettingsDep) -> Response:
             # Counted first (each an atomic write), so on SQLite the transaction holds the write
             # lock before it reads; a refusal rolls every count back: nothing is sent, nothing counted.
             limit_sign_in_mail(session, settings, client=client, now=now)
-            if store.recent_login_tokens(session, email, since=now - timedelta(hours=1)) >= LINKS_PER_HOUR:
+            if store.recent_login_tokens(session, email, since=now - store.LINK_COUNT_WINDOW) >= LINKS_PER_HOUR:
                 raise _MailLimit(f"{LINKS_PER_HOUR} sign-in links were already sent to this address in the last hour.")
             return store.create_login_token(session, email, now=now, lifetime=lifetime)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio.to_thread
@@ -18,15 +17,14 @@ from fastapi import Depends, FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
-from sqlalchemy.exc import SQLAlchemyError
 
 from app import __version__
 from app.config import Settings
 from app.core.library import Library, load_library
 from app.core.redact import Redactor
+from app.retention import purge_logged
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
-from app.store.diagnoses import purge_expired
 from app.web import accounts, api, encyclopedia, evidence, learning, openapi, pages, quota, retention
 from app.web.access_log import install_access_log_filter
 from app.web.identity import check_form_origin, csrf_token
@@ -43,24 +41,9 @@ STATIC = Path(__file__).resolve().parent / "static"
 DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
 
 
-def _purge(app: FastAPI) -> None:
-    settings: Settings = app.state.settings
-    if not settings.retention_days:
-        return
-    before = datetime.now(UTC) - timedelta(days=settings.retention_days)
-    try:
-        with app.state.sessionmaker.begin() as session:
-            removed = purge_expired(session, before=before)
-    except SQLAlchemyError as exc:
-        log.warning("could not purge expired diagnoses (is the database migrated? `tracelore db upgrade`): %s", exc)
-        return
-    if removed:
-        log.info("purged %d diagnoses older than %d days", removed, settings.retention_days)
-
-
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    await anyio.to_thread.run_sync(_purge, app)
+    await anyio.to_thread.run_sync(purge_logged, app.state.sessionmaker, app.state.settings)
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(retention.purge_periodically, app.state.sessionmaker, app.state.settings)

@@ -4,26 +4,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Form, Header, Request, Response
 from fastapi.responses import HTMLResponse
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.core.redact import secret_types
 from app.errors import NotFound, TraceloreError
-from app.store.diagnoses import Record, delete_diagnosis, may_delete, purge_expired
+from app.retention import purge_logged
+from app.store.diagnoses import Record, delete_diagnosis, may_delete
 from app.web.deps import SessionDep, SettingsDep, SubjectDep
 from app.web.problems import PROBLEM_JSON
 
 log = logging.getLogger("tracelore")
 
-PURGE_EVERY = 3600.0  # seconds between purges of expired diagnoses while the service runs
+PURGE_EVERY = 3600.0  # seconds between purges (`app.retention`) while the service runs
 TOKEN_HEADER = "X-Delete-Token"
 COOKIE_PREFIX = "tl_delete_"
 
@@ -38,27 +37,6 @@ class NotOwner(TraceloreError):
 
 api = APIRouter()
 pages = APIRouter()
-
-
-def purge_once(make_session: sessionmaker[Session], settings: Settings, *, now: datetime | None = None) -> int:
-    """Delete diagnoses older than the retention time; how many (0 when kept forever)."""
-    if not settings.retention_days:
-        return 0
-    before = (now or datetime.now(UTC)) - timedelta(days=settings.retention_days)
-    with make_session.begin() as session:
-        return purge_expired(session, before=before)
-
-
-def purge_logged(make_session: sessionmaker[Session], settings: Settings) -> int:
-    """`purge_once`, logging instead of raising (a database that is down must not stop the service)."""
-    try:
-        removed = purge_once(make_session, settings)
-    except SQLAlchemyError as exc:
-        log.warning("could not purge expired diagnoses (is the database migrated? `tracelore db upgrade`): %s", exc)
-        return 0
-    if removed:
-        log.info("purged %d diagnoses older than %d days", removed, settings.retention_days)
-    return removed
 
 
 async def purge_periodically(

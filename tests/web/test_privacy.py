@@ -12,9 +12,10 @@ import pytest
 from sqlalchemy import text
 
 from app.core.library import Library
+from app.retention import purge_once
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import count_diagnoses, save_diagnosis
-from app.web.retention import purge_once, purge_periodically
+from app.web.retention import purge_periodically
 from app.web.security import docs_csp
 from tests.support import LiveServer, live_server, make_settings
 
@@ -176,7 +177,7 @@ def test_expired_diagnoses_are_purged_periodically(sqlite_url: str, tmp_path: Pa
     anyio.run(run)
     with sessions.begin() as session:
         assert count_diagnoses(session) == 1
-    assert purge_once(sessions, settings, now=datetime.now(UTC) + timedelta(days=2)) == 1
+    assert purge_once(sessions, settings, now=datetime.now(UTC) + timedelta(days=2)).diagnoses == 1
     engine.dispose()
 
 
@@ -184,7 +185,7 @@ def test_expired_diagnoses_are_purged_periodically(sqlite_url: str, tmp_path: Pa
 def test_retention_zero_keeps_forever(sqlite_url: str, tmp_path: Path, days: int) -> None:
     engine = make_engine(sqlite_url)
     settings = make_settings(sqlite_url, tmp_path, retention_days=days)
-    assert purge_once(make_sessionmaker(engine), settings, now=datetime.now(UTC) + timedelta(days=9999)) == 0
+    assert purge_once(make_sessionmaker(engine), settings, now=datetime.now(UTC) + timedelta(days=9999)).diagnoses == 0
     engine.dispose()
 
 
