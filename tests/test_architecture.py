@@ -1,10 +1,19 @@
-"""The layering rule: the core knows nothing of the web, the store or the environment."""
+"""The layering rules of the design, each a function of a source root so that it can be shown
+to fire on a planted violation:
+
+* the core knows nothing of the web, the store or the environment, and does no file I/O
+  outside the modules that read logs and load the library;
+* the store and the quota never import the web layer;
+* the CLI uses only the web layer's public entry points.
+"""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+import pytest
 
 APP = Path(__file__).resolve().parents[1] / "app"
 FORBIDDEN = (
@@ -19,26 +28,195 @@ FORBIDDEN = (
     "app.config",
     "os",
 )
+WEB = ("app.web", "fastapi", "starlette")
+# What the CLI may take from the web layer: the app factory, the static site and its templates.
+WEB_ENTRY_POINTS = {
+    "app.web.app": {"create_app"},
+    "app.web.site": {"build_site", "check_output"},
+    "app.web.templating": {"make_templates"},
+}
+# The core modules that touch files: the log reader, and the library's loading and linting.
+CORE_FILE_IO = {"reader.py", "library.py", "lint.py"}
+# Calls that read, write or walk files (builtin open, pathlib, os).
+FILE_CALLS = {"open", "read_text", "read_bytes", "walk", "glob", "rglob", "iterdir", "listdir", "scandir"}
 
 
-def imported_modules(tree: ast.AST) -> Iterator[str]:
+def imports(tree: ast.AST) -> Iterator[tuple[str, list[str]]]:
+    """Each import as (module, names taken from it); a plain `import x` takes no names."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            yield node.module
+            yield from ((alias.name, []) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module, [alias.name for alias in node.names]
+
+
+def _within(name: str, packages: Iterable[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def _modules(root: Path, pattern: str) -> Iterator[tuple[Path, ast.AST]]:
+    for path in sorted(root.glob(pattern)):
+        yield path, ast.parse(path.read_text(), filename=str(path))
+
+
+def import_offenders(root: Path, pattern: str, forbidden: Iterable[str]) -> list[str]:
+    """Modules under `root` matching `pattern` that import one of the forbidden packages."""
+    forbidden = tuple(forbidden)
+    return [
+        f"{path.relative_to(root)} imports {name}"
+        for path, tree in _modules(root, pattern)
+        for name, _ in imports(tree)
+        if _within(name, forbidden)
+    ]
+
+
+def environment_offenders(root: Path) -> list[str]:
+    """Core modules that read the environment (settings come in as arguments)."""
+    return [
+        str(path.relative_to(root))
+        for path in sorted((root / "core").rglob("*.py"))
+        if "os.environ" in (text := path.read_text()) or "getenv" in text
+    ]
+
+
+def cli_web_offenders(root: Path) -> list[str]:
+    """CLI modules that reach past the web layer's public entry points."""
+    offenders = []
+    for pattern in ("cli*.py", "cli/**/*.py"):
+        for path, tree in _modules(root, pattern):
+            for module, names in imports(tree):
+                if not _within(module, ("app.web",)):
+                    continue
+                allowed = WEB_ENTRY_POINTS.get(module, set())
+                taken = set(names) - allowed if names else {"(the module)"}
+                offenders += [f"{path.relative_to(root)} imports {module}.{name}" for name in sorted(taken)]
+    return offenders
+
+
+def core_file_io_offenders(root: Path) -> list[str]:
+    """Core modules outside the allow-list that open, read, write or walk files."""
+    offenders = []
+    for path, tree in _modules(root, "core/**/*.py"):
+        if path.relative_to(root / "core").as_posix() in CORE_FILE_IO:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in FILE_CALLS or name.startswith("write_"):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno} calls {name}()")
+    return offenders
 
 
 def test_core_has_no_io_or_web_imports() -> None:
-    offenders = []
-    for path in sorted((APP / "core").rglob("*.py")):
-        for name in imported_modules(ast.parse(path.read_text())):
-            if name == FORBIDDEN or any(name == f or name.startswith(f + ".") for f in FORBIDDEN):
-                offenders.append(f"{path.relative_to(APP)} imports {name}")
-    assert offenders == []
+    assert import_offenders(APP, "core/**/*.py", FORBIDDEN) == []
 
 
 def test_core_reads_no_environment() -> None:
-    for path in sorted((APP / "core").rglob("*.py")):
-        text = path.read_text()
-        assert "os.environ" not in text and "getenv" not in text, path
+    assert environment_offenders(APP) == []
+
+
+def test_core_does_file_io_only_in_its_reader_and_library_loading() -> None:
+    assert core_file_io_offenders(APP) == []
+
+
+@pytest.mark.parametrize("package", ["store", "quota"])
+def test_store_and_quota_never_import_the_web(package: str) -> None:
+    assert import_offenders(APP, f"{package}/**/*.py", WEB) == []
+
+
+def test_cli_uses_only_the_web_entry_points() -> None:
+    assert cli_web_offenders(APP) == []
+
+
+# Each rule fires on a planted violation (and lets the same tree's allowed code pass).
+
+
+def _plant(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_core_import_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "core/fine.py": "import regex\nfrom app.core.models import Diagnosis\n",
+            "core/deep/bad.py": "from sqlalchemy.orm import Session\n",
+            "core/env.py": "import os\n",
+        },
+    )
+    assert import_offenders(root, "core/**/*.py", FORBIDDEN) == [
+        "core/deep/bad.py imports sqlalchemy.orm",
+        "core/env.py imports os",
+    ]
+
+
+def test_the_environment_rule_fires(tmp_path: Path) -> None:
+    root = _plant(tmp_path, {"core/fine.py": "x = 1\n", "core/bad.py": "from os import getenv\n"})
+    assert environment_offenders(root) == ["core/bad.py"]
+
+
+def test_the_core_file_io_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "core/reader.py": "def read(p):\n    return open(p, 'rb')\n",
+            "core/library.py": "def load(d):\n    return [p.read_text() for p in d.rglob('*.yaml')]\n",
+            "core/matcher.py": "def match(data):\n    return data.count(b'\\n')\n",
+            "core/opens.py": "def f(p):\n    with open(p) as f:\n        return f.read()\n",
+            "core/paths.py": "def f(p):\n    p.write_bytes(b'')\n    return p.read_bytes(), list(p.iterdir())\n",
+            "core/sub/walks.py": "import os\n\ndef f(d):\n    return os.walk(d)\n",
+        },
+    )
+    assert core_file_io_offenders(root) == [
+        "core/opens.py:2 calls open()",
+        "core/paths.py:2 calls write_bytes()",
+        "core/paths.py:3 calls read_bytes()",
+        "core/paths.py:3 calls iterdir()",
+        "core/sub/walks.py:4 calls walk()",
+    ]
+
+
+@pytest.mark.parametrize("package", ["store", "quota"])
+def test_the_store_and_quota_rule_fires(tmp_path: Path, package: str) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            f"{package}/fine.py": "from sqlalchemy.orm import Session\nfrom app.core.models import Diagnosis\n",
+            f"{package}/web.py": "from app.web.deps import SessionDep\n",
+            f"{package}/http.py": "import starlette.requests\nfrom fastapi import Request\n",
+        },
+    )
+    assert sorted(import_offenders(root, f"{package}/**/*.py", WEB)) == [
+        f"{package}/http.py imports fastapi",
+        f"{package}/http.py imports starlette.requests",
+        f"{package}/web.py imports app.web.deps",
+    ]
+
+
+def test_the_cli_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "cli.py": (
+                "def serve():\n"
+                "    from app.web.app import create_app\n"
+                "    from app.web.site import build_site, check_output\n"
+                "    from app.web.retention import purge_once\n"
+            ),
+            "cli_extra.py": "import app.web.quota\nfrom app.web import retention\nfrom app.web.app import _lifespan\n",
+            "cli/commands.py": "from app.web.templating import make_templates, human_date\n",
+        },
+    )
+    assert cli_web_offenders(root) == [
+        "cli.py imports app.web.retention.purge_once",
+        "cli_extra.py imports app.web.quota.(the module)",
+        "cli_extra.py imports app.web.retention",
+        "cli_extra.py imports app.web.app._lifespan",
+        "cli/commands.py imports app.web.templating.human_date",
+    ]
