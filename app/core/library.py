@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from app.core import builtin
 from app.core.rewrites import frame_anchors, relaxed
 from app.core.scoring import Measured
-from app.core.signature import Pattern, Signature
+from app.core.signature import Signature
 from app.core.similar import SimilarIndex
 from app.errors import Issue, LibraryError
 
@@ -445,8 +445,3 @@ def read_measured(path: Path, version: str) -> dict[str, Measured]:
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
-
-
-def pattern_of(sig: Signature, name: str) -> Pattern | None:
-    """A signature's fingerprint or symptom by name."""
-    return next((p for p in sig.all_patterns() if p.name == name), None)

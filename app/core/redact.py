@@ -364,12 +364,7 @@ def _apply(rule: Rule, text: str, counts: Counter[str]) -> str:
 
 
 DEFAULT = Redactor()
-NOTHING = Redactor(enabled=False)  # for comparisons in tests and `--no-redact` on a trusted machine
-
-
-def redact_line(text: str, *, redactor: Redactor = DEFAULT) -> str:
-    """One line with its secrets replaced."""
-    return redactor.line(text).text
+NOTHING = Redactor(enabled=False)  # to compare a diagnosis with and without redaction
 
 
 def count_placeholders(texts: Iterable[str]) -> dict[str, int]:
