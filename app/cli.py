@@ -7,6 +7,7 @@ Exit codes of `diagnose` follow grep: 0 nothing found, 1 failure identified,
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import json
 import os
@@ -391,18 +392,19 @@ def serve(host: str | None, port: int | None, workers: int | None, database_url:
     shown = "localhost" if settings.host in ("0.0.0.0", "::") else settings.host
     click.echo(f"Tracelore {__version__}: database {_safe_url(url)}, {len(app.state.library)} signatures")
     click.echo(f"Tracelore is serving on http://{shown}:{settings.port}/ (Ctrl+C to stop)")
-    common = {
-        "host": settings.host,
-        "port": settings.port,
-        "proxy_headers": True,
-        "forwarded_allow_ips": settings.forwarded_allow_ips,
-        "timeout_graceful_shutdown": 30,
-    }
+    run = functools.partial(
+        uvicorn.run,
+        host=settings.host,
+        port=settings.port,
+        proxy_headers=True,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
+        timeout_graceful_shutdown=30,
+    )
     if settings.workers > 1:
         app.state.engine.dispose()
-        uvicorn.run("app.web.app:create_app", factory=True, workers=settings.workers, **common)  # type: ignore[arg-type]
+        run("app.web.app:create_app", factory=True, workers=settings.workers)
     else:
-        uvicorn.run(app, **common)  # type: ignore[arg-type]
+        run(app)
 
 
 @main.group()

@@ -7,9 +7,12 @@ import gzip
 import io
 import sys
 import time
-from typing import BinaryIO, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from app.core.sniff import GZIP_MAGIC, SNIFF, check_text
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 PROGRESS_FROM = 16 << 20  # smaller inputs are read before anyone would wait for a progress line
 PROGRESS_EVERY = 0.25  # seconds between updates
@@ -37,7 +40,7 @@ class _Joined(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
         view = memoryview(buffer).cast("B")
         if self.head:
             n = min(len(view), len(self.head))
@@ -62,7 +65,7 @@ class _Progress(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
         view = memoryview(buffer).cast("B")
         data = self.stream.read(len(view))
         view[: len(data)] = data
@@ -103,6 +106,7 @@ def open_log(name: str, stream: BinaryIO, *, progress: TextIO | None = None) -> 
         stream = io.BufferedReader(_Progress(stream, name, progress), buffer_size=1 << 20)
     head = _read_up_to(stream, SNIFF)
     if head.startswith(GZIP_MAGIC):
+        # assignment: GzipFile is a binary file but not a BinaryIO in typeshed.
         unzipped: BinaryIO = gzip.GzipFile(fileobj=io.BufferedReader(_Joined(head, stream)), mode="rb")  # type: ignore[assignment]
         head = _read_up_to(unzipped, SNIFF)
         stream = unzipped

@@ -144,23 +144,24 @@ def render_sarif(
     }
     if base_url:
         driver["informationUri"] = base_url.rstrip("/") + "/"
+    properties: dict[str, object] = {
+        "linesRead": d.input.lines,
+        "bytesRead": d.input.bytes,
+        "unexplained": [u.model_dump(exclude_none=True) for u in d.unexplained],
+    }
+    if permalink:
+        properties["permalink"] = permalink
+    if d.hang:
+        properties["hang"] = d.hang.model_dump(mode="json", exclude_none=True)
+    if d.environment.facts:
+        properties["environment"] = d.environment.model_dump(mode="json", exclude_none=True)
     run: dict[str, object] = {
         "tool": {"driver": driver},
         "artifacts": [{"location": {"uri": _uri(f)}, "roles": ["analysisTarget"]} for f in d.input.files],
         "results": results,
         "invocations": [{"executionSuccessful": True}],
-        "properties": {
-            "linesRead": d.input.lines,
-            "bytesRead": d.input.bytes,
-            "unexplained": [u.model_dump(exclude_none=True) for u in d.unexplained],
-        },
+        "properties": properties,
     }
-    if permalink:
-        run["properties"]["permalink"] = permalink  # type: ignore[index]
-    if d.hang:
-        run["properties"]["hang"] = d.hang.model_dump(mode="json", exclude_none=True)  # type: ignore[index]
-    if d.environment.facts:
-        run["properties"]["environment"] = d.environment.model_dump(mode="json", exclude_none=True)  # type: ignore[index]
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import regex
 
@@ -200,20 +201,20 @@ def _silent(reports: Sequence[_Report], scans: Sequence[FileScan], library: Libr
     )
 
 
-def _last_lines(scans: Iterable[FileScan]) -> dict[int, Line]:
-    """Each rank's last timed line, from the ends of the files that hold one rank's output."""
-    last: dict[int, Line] = {}
+def _last_lines(scans: Iterable[FileScan]) -> dict[int, tuple[datetime, Line]]:
+    """Each rank's last timed line with its time, from the ends of the files that hold one rank's output."""
+    last: dict[int, tuple[datetime, Line]] = {}
     for scan in scans:
         ranks = {line.rank for line in scan.edge_lines if line.rank is not None}
         if len(ranks) != 1:
             continue  # no rank, or a merged log: its end says nothing about one rank
         rank = ranks.pop()
-        timed = [line for line in scan.edge_lines if line.time is not None]
+        timed = [(line.time, line) for line in scan.edge_lines if line.time is not None]
         if not timed:
             continue
-        line = max(timed, key=lambda x: (x.time, x.no))
-        if rank not in last or comparable(last[rank].time, line.time) and line.time > last[rank].time:  # type: ignore[arg-type, operator]
-            last[rank] = line
+        time, line = max(timed, key=lambda x: (x[0], x[1].no))
+        if rank not in last or comparable(last[rank][0], time) and time > last[rank][0]:
+            last[rank] = (time, line)
     return last
 
 
@@ -222,22 +223,22 @@ def _stopped(first: Candidate, scans: Sequence[FileScan]) -> HangSuspect | None:
     began = first.began
     if began is None:
         return None
-    last = {r: line for r, line in _last_lines(scans).items() if line.time and comparable(line.time, began)}
+    last = {r: (t, line) for r, (t, line) in _last_lines(scans).items() if comparable(t, began)}
     if len(last) < 2:
         return None
-    quiet = [r for r, line in last.items() if line.time < began]  # type: ignore[operator]
+    quiet = [r for r, (t, _) in last.items() if t < began]
     if len(quiet) != 1:
         return None  # several ranks silent since before (e.g. only rank 0 logs): no telling which
     suspect = quiet[0]
-    stop = last[suspect]
+    stopped_at, stop = last[suspect]
     others = sorted(r for r in last if r != suspect)
-    until = min(last[r].time for r in others)  # type: ignore[type-var]
-    when = stop.time.isoformat(sep=" ", timespec="milliseconds")  # type: ignore[union-attr]
+    until = min(last[r][0] for r in others)
+    when = stopped_at.isoformat(sep=" ", timespec="milliseconds")
     names = ", ".join(map(str, others))
     plural = "s" if len(others) > 1 else ""
     why = (
-        f"rank {suspect}'s log stops at {when}, {span((began - stop.time).total_seconds())} before the collective "  # type: ignore[operator]
+        f"rank {suspect}'s log stops at {when}, {span((began - stopped_at).total_seconds())} before the collective "
         f"the others timed out in began ({began.isoformat(sep=' ', timespec='seconds')}), while rank{plural} {names} "
-        f"logged until at least {until.isoformat(sep=' ', timespec='seconds')}"  # type: ignore[union-attr]
+        f"logged until at least {until.isoformat(sep=' ', timespec='seconds')}"
     )
     return HangSuspect(rank=suspect, why=why, evidence=[_shown(stop, suspect)])

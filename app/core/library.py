@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from app.core import builtin
 from app.core.rewrites import frame_anchors, relaxed
 from app.core.scoring import Measured
-from app.core.signature import Signature
+from app.core.signature import Pattern, Signature
 from app.core.similar import SimilarIndex
 from app.errors import Issue, LibraryError
 
@@ -154,7 +154,7 @@ def _loader() -> Any:
 
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: ~10x faster
 
-    class UniqueKeyLoader(base):  # type: ignore[misc, valid-type]
+    class UniqueKeyLoader(base):  # type: ignore[misc, valid-type]  # a base chosen at run time
         pass
 
     def construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -266,9 +266,13 @@ def pattern_problem(pattern: str) -> str | None:
 
 
 def _signature_patterns(sig: Signature) -> Iterable[tuple[str, Rule]]:
-    for kind, patterns in (("fingerprint", sig.fingerprints), ("symptom", sig.symptoms)):
+    groups: tuple[tuple[PatternKind, tuple[Pattern, ...]], ...] = (
+        ("fingerprint", sig.fingerprints),
+        ("symptom", sig.symptoms),
+    )
+    for kind, patterns in groups:
         for p in patterns:
-            yield p.regex, Rule(kind, sig.id, p.name)  # type: ignore[arg-type]
+            yield p.regex, Rule(kind, sig.id, p.name)
             for i, companion in enumerate(p.near):
                 yield companion, Rule("near", sig.id, f"{p.name}.near[{i}]")
     for i, ex in enumerate(sig.excludes):

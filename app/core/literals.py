@@ -12,8 +12,8 @@ rather than silently narrower.
 from __future__ import annotations
 
 import re
-import re._constants as sre  # type: ignore[import-not-found]  # the stdlib parser, without a deprecation warning
-import re._parser as sre_parse  # type: ignore[import-not-found]
+import re._constants as sre  # type: ignore[import-not-found]  # private stdlib module (the parser, without a deprecation warning), not in typeshed
+import re._parser as sre_parse  # type: ignore[import-not-found]  # private stdlib module, not in typeshed
 from collections.abc import Iterable
 from itertools import product
 from typing import Any

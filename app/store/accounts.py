@@ -12,7 +12,7 @@ import string
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -37,6 +37,10 @@ def insert_ignoring(session: Session, table: Any) -> Any:
     return dialect_insert(session, table).on_conflict_do_nothing()
 
 
+@overload
+def _aware(value: datetime) -> datetime: ...
+@overload
+def _aware(value: datetime | None) -> datetime | None: ...
 def _aware(value: datetime | None) -> datetime | None:
     # SQLite hands back naive datetimes; everything stored is UTC.
     return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
@@ -114,7 +118,7 @@ class ApiKey:
 
 
 def _account(row: AccountRow) -> Account:
-    return Account(row.id, row.email, row.tier, _aware(row.created_at), _aware(row.verified_at), bool(row.is_admin))  # type: ignore[arg-type]
+    return Account(row.id, row.email, row.tier, _aware(row.created_at), _aware(row.verified_at), bool(row.is_admin))
 
 
 def _key(row: ApiKeyRow) -> ApiKey:
@@ -123,7 +127,7 @@ def _key(row: ApiKeyRow) -> ApiKey:
         account_id=row.account_id,
         name=row.name,
         prefix=row.prefix,
-        created_at=_aware(row.created_at),  # type: ignore[arg-type]
+        created_at=_aware(row.created_at),
         last_used_at=_aware(row.last_used_at),
         revoked_at=_aware(row.revoked_at),
     )

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.orm import Session
 
 from app.core.models import Diagnosis
@@ -103,7 +103,7 @@ def _cluster(
     first: datetime,
     last: datetime,
     resolved_by: str | None,
-    where: list,  # type: ignore[type-arg]
+    where: list[ColumnElement[bool]],
 ) -> Cluster:
     newest = session.execute(
         select(UnknownLineRow.template, UnknownLineRow.text, UnknownLineRow.diagnosis_id)

@@ -8,10 +8,14 @@ and the `file` part's name, and ignores the rest: a 50 MB file is never read to 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
+
+if TYPE_CHECKING:  # the parser's callback type exists only for type checkers
+    from python_multipart.multipart import MultipartCallbacks
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ async def form_back(request: Request, *, cap: int) -> FormBack:
     if content_type != b"multipart/form-data" or not boundary:
         return FormBack()
     collector = _Collector(cap)
-    callbacks = {
+    callbacks: MultipartCallbacks = {
         "on_part_begin": collector.on_part_begin,
         "on_header_field": collector.on_header_field,
         "on_header_value": collector.on_header_value,
@@ -83,7 +87,7 @@ async def form_back(request: Request, *, cap: int) -> FormBack:
         "on_part_data": collector.on_part_data,
         "on_part_end": collector.on_part_end,
     }
-    parser = MultipartParser(boundary, callbacks)  # type: ignore[arg-type]
+    parser = MultipartParser(boundary, callbacks)
     read = 0
     try:
         async for chunk in request.stream():

@@ -38,6 +38,13 @@ _HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}$")
 _NEED = object()
 
 
+def _matched_to(pattern: re.Pattern[str], buf: str, pos: int) -> int:
+    """Where a pattern that also matches the empty string stops matching at `pos`."""
+    m = pattern.match(buf, pos)
+    assert m is not None  # a `*` pattern always matches
+    return m.end()
+
+
 # The largest line number or size a request may give: the largest integer every JSON client
 # (JavaScript's Number) holds exactly, and far beyond any real log.
 MAX_COUNT = 2**53 - 1
@@ -173,7 +180,7 @@ class JsonBody:
         }
         while True:
             if self._state != "log":
-                pos = _WS.match(buf, pos).end()  # type: ignore[union-attr]
+                pos = _matched_to(_WS, buf, pos)
                 if pos >= len(buf):
                     break
             moved = steps[self._state](buf, pos, eof)
@@ -280,7 +287,7 @@ class JsonBody:
 
     def _log_run(self, buf: str, pos: int, eof: bool) -> int | None:
         """The slow path, escape by escape: a piece with no newline escape and no closing quote."""
-        end = _RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        end = _matched_to(_RUN, buf, pos)
         cut = not eof and end < len(buf) and buf[end] == "\\" and len(buf) - end < 6  # an escape cut in two
         stop = end
         if (
@@ -359,6 +366,7 @@ class JsonBody:
 
 def spool(memory: int = SPOOL_MEMORY) -> BinaryIO:
     """A temporary file that stays in memory up to `memory` bytes."""
+    # A binary file in all but typeshed's class tree (SpooledTemporaryFile is not a BinaryIO there).
     return tempfile.SpooledTemporaryFile(max_size=memory)  # type: ignore[return-value]  # noqa: SIM115
 
 

@@ -4,7 +4,7 @@ and what an entry page shows of the service's own diagnoses."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -48,12 +48,12 @@ def learn_logged(app: FastAPI) -> Summary | None:
     return summary
 
 
-async def learn_periodically(app: FastAPI, *, sleep: Callable[..., object] = anyio.sleep) -> None:
+async def learn_periodically(app: FastAPI, *, sleep: Callable[[float], Awaitable[object]] = anyio.sleep) -> None:
     """Summarise at start-up, then every `learn_every` seconds until cancelled."""
     settings: Settings = app.state.settings
     while True:
         await anyio.to_thread.run_sync(learn_logged, app)
-        await sleep(settings.learn_every)  # type: ignore[misc]
+        await sleep(settings.learn_every)
 
 
 def seen(request: Request, signature_id: str) -> EntryStats | None:

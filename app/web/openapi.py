@@ -136,4 +136,4 @@ def install(app: FastAPI) -> None:
             app.openapi_schema = document(app)
         return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to replace the document

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 import anyio
@@ -44,11 +44,11 @@ async def purge_periodically(
     settings: Settings,
     *,
     every: float = PURGE_EVERY,
-    sleep: Callable[..., object] = anyio.sleep,
+    sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
 ) -> None:
     """Purge every `every` seconds until cancelled (the app purges once at start-up itself)."""
     while True:
-        await sleep(every)  # type: ignore[misc]
+        await sleep(every)
         await anyio.to_thread.run_sync(purge_logged, make_session, settings)
 
 

@@ -272,6 +272,7 @@ class _FormParser(MultiPartParser):
         if part.file is None and part.field_name == "log":
             spooled = SpooledTemporaryFile(max_size=self.spool_max_size)  # noqa: SIM115 - closed by the Upload
             self._files_to_close_on_error.append(spooled)
+            # arg-type: SpooledTemporaryFile is a binary file but not a BinaryIO in typeshed.
             part.file = UploadFile(file=spooled, size=0, filename=None, headers=Headers(raw=part.item_headers))  # type: ignore[arg-type]
 
     def on_end(self) -> None:
