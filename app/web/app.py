@@ -6,7 +6,6 @@ calls it with no arguments, so each worker builds its Settings from TRACELORE_* 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,8 +32,6 @@ from app.web.problems import install_problem_handlers
 from app.web.security import SecurityHeadersMiddleware
 from app.web.service import Gate
 from app.web.templating import make_templates
-
-log = logging.getLogger("tracelore")
 
 STATIC = Path(__file__).resolve().parent / "static"
 # Swagger UI and ReDoc assets, bundled in a package: the docs pages need no CDN either.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
@@ -19,8 +18,6 @@ from app.retention import purge_logged
 from app.store.diagnoses import Record, delete_diagnosis, may_delete
 from app.web.deps import SessionDep, SettingsDep, SubjectDep
 from app.web.problems import PROBLEM_JSON
-
-log = logging.getLogger("tracelore")
 
 PURGE_EVERY = 3600.0  # seconds between purges (`app.retention`) while the service runs
 TOKEN_HEADER = "X-Delete-Token"
