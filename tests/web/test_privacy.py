@@ -225,6 +225,29 @@ def test_tracelore_purge(sqlite_url: str, tmp_path: Path) -> None:
     engine.dispose()
 
 
+def test_tracelore_purge_keeps_diagnoses_forever_but_not_old_counters(sqlite_url: str, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from app.cli import main
+    from app.quota import counters
+
+    engine = make_engine(sqlite_url)
+    today = datetime.now(UTC).date()
+    with make_sessionmaker(engine).begin() as session:
+        for age in (0, 30):
+            counters.consume(
+                session, subject="anonymous:purge", tier="anonymous", day=today - timedelta(days=age), limit=9
+            )
+    env = {"TRACELORE_DATABASE_URL": sqlite_url, "TRACELORE_DATA_DIR": str(tmp_path), "TRACELORE_RETENTION_DAYS": "0"}
+    result = CliRunner().invoke(main, ["purge"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "no diagnosis purged" in result.output and "purged 1 quota counters older than 7 days" in result.output
+    with make_sessionmaker(engine).begin() as session:
+        assert counters.used(session, subject="anonymous:purge", day=today) == 1
+        assert counters.used(session, subject="anonymous:purge", day=today - timedelta(days=30)) == 0
+    engine.dispose()
+
+
 def test_network_redaction_can_be_switched_off(sqlite_url: str, tmp_path: Path, library: Library) -> None:
     log = b"NCCL INFO connect to 10.42.0.17:29500 on gpu-7.cluster.local password=hunter22\n" + OOM.encode()
     settings = make_settings(sqlite_url, tmp_path, redact_network=False)
