@@ -442,6 +442,15 @@ def _register_authoring() -> None:
 _register_authoring()
 
 
+def _register_live() -> None:
+    from app.cli_watch import watch_command
+
+    main.add_command(watch_command)
+
+
+_register_live()
+
+
 @main.group()
 def admin() -> None:
     """Accounts, tiers, API keys and usage (the database comes from TRACELORE_DATABASE_URL)."""

@@ -103,6 +103,15 @@ class LiveScan:
             tail = tail[start:]
         self._tail = tail
 
+    def rename(self, name: str) -> None:
+        """The file is now called `name` (rotated away): what was picked out from it says so."""
+        self.name = name
+        scan = self._scanner.scan
+        scan.name = name
+        for hits in scan.hits.values():
+            for hit in hits.first:
+                hit.line = hit.line.model_copy(update={"file": name})
+
     @property
     def pending(self) -> int:
         """Bytes of a partial last line not scanned yet."""
@@ -163,6 +172,12 @@ class LiveJob:
             shown = self.redactor.line(name if name is not None else key).text
             scan = self.files[key] = LiveScan(self.library, name=shown, index=len(self.files), redactor=self.redactor)
         return scan
+
+    def retire(self, key: str, new_key: str, name: str) -> None:
+        """A file rotated away: its scan stays in the job under a new key and name."""
+        scan = self.files.pop(key)
+        scan.rename(self.redactor.line(name).text)
+        self.files[new_key] = scan
 
     def diagnose(self, *, top: int | None = None, written: datetime | None = None) -> Diagnosis | None:
         """The job's diagnosis so far, or None while nothing but blank lines has arrived."""
