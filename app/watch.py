@@ -3,10 +3,10 @@
 A `Follower` keeps one open descriptor and one `LiveScan` per file and reads only what was
 appended since it last looked. Files that appear later in a watched directory (or at a
 watched path) are picked up; a rotated file (renamed or removed, a new one created in its
-place) is read to its end and kept under the name it went to, and the new file is followed
-from its start; a truncated file (copytruncate) starts a new scan. `wait_for_changes` sleeps
-until the kernel reports a change (inotify through watchfiles) or, where that is not
-available, polls.
+place) is read to its end and kept under the name it went to (the last KEEP_ROTATED parts
+of a file), and the new file is followed from its start; a truncated file (copytruncate)
+starts a new scan. A `Waiter` sleeps until the kernel reports a change (inotify through
+watchfiles) or, where that is not available, polls.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from app.core.reader import BLOCK
 # Already compressed or rotated away: never a log being written.
 _SKIPPED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tmp", ".swp", ".lock", ".json")
 _ROTATED = re.compile(r"^(?P<base>.+?)(?:\.\d{1,3}|-\d{8,14})$")
+# Rotated-away parts of one file whose scans stay in the job: a job that rotates its log
+# every hour for a week must not keep a week of scans (the oldest are dropped).
+KEEP_ROTATED = 4
 READ_MAX = 16 * BLOCK  # bytes read from one file per look, so no file starves the others
 
 
@@ -50,6 +53,7 @@ class Follower:
     _open: dict[Path, _Followed] = field(default_factory=dict)
     _seen: set[tuple[int, int]] = field(default_factory=set)  # files read already, by inode
     _retired: int = 0  # rotated-away scans, for unique keys
+    _rotated: dict[Path, list[str]] = field(default_factory=dict)  # a path's rotated-away scans, oldest first
 
     def watched_dirs(self) -> list[Path]:
         """The directories whose changes matter (a file's own folder: it may be created or rotated)."""
@@ -138,7 +142,12 @@ class Follower:
         followed.live.flush()
         followed.stream.close()
         self._retired += 1
-        self.job.retire(str(path), f"{path}#rotated-{self._retired}", name)
+        key = f"{path}#rotated-{self._retired}"
+        self.job.retire(str(path), key, name)
+        kept = self._rotated.setdefault(path, [])
+        kept.append(key)
+        while len(kept) > KEEP_ROTATED:
+            self.job.files.pop(kept.pop(0), None)
         del self._open[path]
         if st is not None and (st.st_dev, st.st_ino) == followed.ident:
             self._seen.discard(followed.ident)  # the same inode, new content: follow it afresh
