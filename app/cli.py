@@ -443,9 +443,10 @@ _register_authoring()
 
 
 def _register_live() -> None:
-    from app.cli_watch import watch_command
+    from app.cli_watch import lsp_command, watch_command
 
     main.add_command(watch_command)
+    main.add_command(lsp_command)
 
 
 _register_live()

@@ -351,3 +351,31 @@ def _on_signals(stop: Callable[[], object]) -> dict[int, object]:
 def _restore_signals(previous: dict[int, object]) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+@click.command("lsp")
+@click.option(
+    "--base-url",
+    envvar="TRACELORE_BASE_URL",
+    default=None,
+    help="Address of the service the encyclopedia links point at [TRACELORE_BASE_URL].",
+)
+@click.option(
+    "--signatures",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Signature folder [TRACELORE_SIGNATURES_DIR].",
+)
+def lsp_command(base_url: str | None, signatures: Path | None) -> None:
+    """Run the language server for log files over standard input and output (for editors)."""
+    from app.cli import _library
+
+    try:
+        from app.lsp import make_server
+    except ImportError as exc:
+        click.echo(
+            f"tracelore lsp needs the language server packages ({exc.name} is missing): pip install 'tracelore[lsp]'",
+            err=True,
+        )
+        sys.exit(2)
+    make_server(_library(signatures), base_url=base_url or "").start_io()

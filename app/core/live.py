@@ -12,6 +12,7 @@ Pure: the caller reads the files (watch, the language server) and hands bytes in
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from datetime import datetime
 
@@ -103,6 +104,29 @@ class LiveScan:
             tail = tail[start:]
         self._tail = tail
 
+    def fork(self) -> LiveScan:
+        """An independent copy of the scan so far (e.g. to scan a provisional last line into)."""
+        other = copy.copy(self)
+        live = self._scanner.scan
+        scan = FileScan(
+            name=live.name,
+            index=live.index,
+            bytes=live.bytes,
+            lines=live.lines,
+            hits={idx: _copy_hits(h) for idx, h in live.hits.items()},
+            progress=list(live.progress),
+            edge_lines=list(live.edge_lines),
+            versions=dict(live.versions),
+            blank=live.blank,
+        )
+        scanner = copy.copy(self._scanner)
+        scanner.scan = scan
+        scanner.progress_chunks = list(scanner.progress_chunks)
+        scanner.unsettled = dict(scanner.unsettled)
+        other._scanner = scanner
+        other._progress = deque(self._progress, maxlen=PROGRESS_TAIL)
+        return other
+
     def rename(self, name: str) -> None:
         """The file is now called `name` (rotated away): what was picked out from it says so."""
         self.name = name
@@ -129,16 +153,7 @@ class LiveScan:
             index=live.index if index is None else index,
             bytes=live.bytes,
             lines=live.lines,
-            hits={
-                idx: PatternHits(
-                    count=h.count,
-                    first=[LineHit(hit.line, hit.span, dict(hit.groups)) for hit in h.first],
-                    lines=list(h.lines),
-                    last_line=h.last_line,
-                    saturated=h.saturated,
-                )
-                for idx, h in live.hits.items()
-            },
+            hits={idx: _copy_hits(h) for idx, h in live.hits.items()},
             progress=sorted(set(self._progress))[-PROGRESS_TAIL:],
             edge_lines=[],
             versions=dict(live.versions),
@@ -155,6 +170,16 @@ class LiveScan:
             tail = Chunk(self._tail, self._tail_first, False, self._tail.count(b"\n"), self.name)
             scan.edge_lines.extend(_edge_lines(tail, head=False, redactor=self._redactor))
         return scan
+
+
+def _copy_hits(h: PatternHits) -> PatternHits:
+    return PatternHits(
+        count=h.count,
+        first=[LineHit(hit.line, hit.span, dict(hit.groups)) for hit in h.first],
+        lines=list(h.lines),
+        last_line=h.last_line,
+        saturated=h.saturated,
+    )
 
 
 class LiveJob:
