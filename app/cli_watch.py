@@ -257,7 +257,13 @@ def _run(
     top: int | None,
 ) -> int:
     stop = threading.Event()
-    previous = _on_signals(lambda: (stop.set(), isinstance(source, _Files) and source.waiter.stop.set()))
+
+    def stopping() -> None:
+        stop.set()
+        if isinstance(source, _Files):
+            source.waiter.stop.set()  # wakes a wait on the kernel's events
+
+    previous = _on_signals(stopping)
     notifier = _Notifier(notify)
     shown: tuple[object, ...] = ()
     reports = 0

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from app.core.live import LiveJob, LiveScan
 from app.core.reader import BLOCK
@@ -104,7 +104,9 @@ class Follower:
     def _is_rotated_copy(self, path: Path) -> bool:
         """`train.log.1` or `train.log-20240101` beside a followed `train.log`: its lines were read there."""
         m = _ROTATED.match(path.name)
-        return bool(m) and any(p.parent == path.parent and p.name == m["base"] for p in self._open)
+        if m is None:
+            return False
+        return any(p.parent == path.parent and p.name == m["base"] for p in self._open)
 
     def _read(self, followed: _Followed, *, limit: int = READ_MAX) -> int:
         read = 0
@@ -221,7 +223,9 @@ class Waiter:
                 self._notify.close()
 
 
-def _rust_notify(dirs: list[Path]) -> object | None:
+def _rust_notify(dirs: list[Path]) -> Any:
+    # watchfiles' Rust backend (documented in its API reference): unlike `watchfiles.watch`,
+    # each wait takes its own timeout, so a quiet job costs one wake-up per RESCAN_EVERY.
     try:
         from watchfiles._rust_notify import RustNotify
     except ImportError:
