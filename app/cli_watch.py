@@ -109,7 +109,11 @@ class _Files:
         self.waiter.wait(timeout)
 
     def poll(self) -> int:
-        return self.follower.poll()
+        read = self.follower.poll()
+        for problem in self.follower.problems:
+            click.echo(f"tracelore watch: {problem}", err=True)
+        self.follower.problems.clear()
+        return read
 
     def flush(self) -> None:
         self.follower.flush()
@@ -226,7 +230,7 @@ def watch_command(
     if paths != ("-",):
         for p in paths:
             path = Path(p)
-            if path.is_dir():
+            if _is_dir(path):
                 follower_dirs.append(path)
             elif path.parent.is_dir() or path.exists():
                 follower_files.append(path)  # followed once it exists
@@ -327,11 +331,18 @@ def _run(
         source.close()
         _restore_signals(previous)
     if d is None:
-        click.echo("tracelore watch: nothing but blank lines arrived", err=True)
+        click.echo("tracelore watch: no log lines arrived (nothing to diagnose)", err=True)
         return 0
     report(d, final=True)
     notifier.join()
     return 1 if _found(d, exit_on if exit_on != "never" else "any") else 0
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a link that loops: a file that cannot be read, said so when it is tried
+        return False
 
 
 def _describe(source: _Stdin | _Files) -> str:

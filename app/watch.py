@@ -54,10 +54,13 @@ class Follower:
     _seen: set[tuple[int, int]] = field(default_factory=set)  # files read already, by inode
     _retired: int = 0  # rotated-away scans, for unique keys
     _rotated: dict[Path, list[str]] = field(default_factory=dict)  # a path's rotated-away scans, oldest first
+    _warned: set[Path] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)  # what could not be read, for the caller to say
 
     def watched_dirs(self) -> list[Path]:
         """The directories whose changes matter (a file's own folder: it may be created or rotated)."""
-        out = {d.resolve() for d in self.dirs} | {f.resolve().parent for f in self.files}
+        # Not resolved: a link that loops or dangles must not stop the watch of the others.
+        out = {Path(os.path.abspath(d)) for d in self.dirs} | {Path(os.path.abspath(f)).parent for f in self.files}
         return sorted(out)
 
     def _candidates(self) -> Iterator[Path]:
@@ -90,8 +93,13 @@ class Follower:
         try:
             stream = path.open("rb")
             st = os.fstat(stream.fileno())
-        except OSError:
-            return 0  # not there (yet), or not readable: looked at again on the next change
+        except FileNotFoundError:
+            return 0  # not there yet: looked at again on the next change
+        except OSError as exc:  # unreadable, too many open files: said once, tried again later
+            if path not in self._warned:
+                self._warned.add(path)
+                self.problems.append(f"cannot read {path}: {exc.strerror or exc}")
+            return 0
         ident = (st.st_dev, st.st_ino)
         if ident in self._seen or not stat.S_ISREG(st.st_mode) or self._is_rotated_copy(path):
             stream.close()

@@ -1,6 +1,6 @@
 """Memory and CPU of `tracelore watch` over a long run: bounded however long the job writes.
 
-    python bench/watch.py [--minutes 10] [--rate 1M] [--files 4] [--rotate 64M] [--idle 20] [--check]
+    python bench/watch.py [--minutes 10] [--rate 1M] [--files 4] [--rotate 16M] [--idle 20] [--check]
 
 A writer (this process) appends realistic training-log noise (bench/loggen.py: rank
 prefixes, tqdm redraws, NCCL INFO bursts, metric dicts, warnings, invalid UTF-8) to
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--rate", type=parse_size, default=parse_size("1M"), help="bytes written per second")
     parser.add_argument("--files", type=int, default=4, help="per-rank files")
     parser.add_argument(
-        "--rotate", type=parse_size, default=parse_size("64M"), help="rotate a file after this many bytes"
+        "--rotate", type=parse_size, default=parse_size("16M"), help="rotate a file after this many bytes"
     )
     parser.add_argument("--idle", type=float, default=20, help="quiet seconds at the end")
     parser.add_argument(

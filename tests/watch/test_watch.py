@@ -328,3 +328,17 @@ def test_usage_errors_exit_2_with_a_message(
     stopped.append(watch.proc)
     assert watch.wait(60) == 2
     assert message in " ".join(watch.err)
+
+
+def test_an_unreadable_file_is_reported_and_the_others_are_still_watched(
+    tmp_path: Path, signatures_dir: Path, stopped: list[subprocess.Popen[object]]
+) -> None:
+    locked = tmp_path / "rank1.log"
+    locked.symlink_to(locked)  # a link to itself: opening it fails (ELOOP), for root too
+    log = tmp_path / "rank2.log"
+    log.write_text("\n".join(lines_of(INDEX_ERROR / "rank2.log")) + "\n")
+    watch = start_watch([str(locked), str(log), "--idle-timeout", "1"], signatures_dir)
+    stopped.append(watch.proc)
+    assert watch.wait(60) == 1
+    assert any(f"cannot read {locked}" in line for line in watch.err), watch.err
+    assert "data.index_out_of_range" in watch.reports()[-1][1]
