@@ -166,6 +166,81 @@ class _Notifier:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
+# Permalinks asked of --server per run at most: each one counts against the daily allowance.
+MAX_PERMALINKS = 3
+
+
+class _Permalinks:
+    """With --server: the evidence of the initiating failure's file sent once per new picture.
+
+    Sent in the background (the watch never waits on the network); the permalink is said on
+    standard error when it comes back.
+    """
+
+    def __init__(self, server: str | None, api_key: str | None, top: int | None) -> None:
+        self.server, self.api_key, self.top = server, api_key, top
+        self.sent: set[tuple[object, ...]] = set()
+        self.threads: list[threading.Thread] = []
+
+    def send(self, d: Diagnosis, job: LiveJob) -> None:
+        if not self.server or not d.candidates or len(self.sent) >= MAX_PERMALINKS:
+            return
+        first = next((c for c in d.candidates if c.role == "initiating"), d.candidates[0])
+        key = (first.id, first.file, first.line)
+        if key in self.sent:
+            return
+        self.sent.add(key)
+        excerpt = _excerpt(d, first.file)
+        scan = next((s for s in job.files.values() if s.name == first.file), None)
+        total_lines = max(scan.lines if scan else 0, excerpt[-1][0] if excerpt else 0)
+        total_bytes = scan.fed if scan else 0
+        name = Path(first.file or "log").name
+        thread = threading.Thread(target=self._post, args=(excerpt, total_lines, total_bytes, name), daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _post(self, excerpt: list[tuple[int, str]], total_lines: int, total_bytes: int, name: str) -> None:
+        from app.remote import RemoteError, post_excerpt
+
+        assert self.server is not None
+        try:
+            result = post_excerpt(
+                self.server,
+                excerpt,
+                total_lines=total_lines,
+                total_bytes=total_bytes,
+                filename=name,
+                top=self.top,
+                api_key=self.api_key,
+                max_wait=0,
+                notify=lambda message: click.echo(f"tracelore watch: {message}", err=True),
+            )
+        except (RemoteError, OSError) as exc:
+            click.echo(f"tracelore watch: --server: {exc}", err=True)
+            return
+        if result.url:
+            click.echo(f"tracelore watch: full diagnosis: {result.url}", err=True)
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(NOTIFY_TIMEOUT)
+
+
+def _excerpt(d: Diagnosis, file: str | None) -> list[tuple[int, str]]:
+    """The lines of one file a diagnosis shows (evidence, unexplained, the unrecognised start)."""
+    lines: dict[int, str] = {}
+    for c in d.candidates:
+        for e in c.evidence:
+            if e.file == file:
+                lines[e.line] = e.text
+    for u in d.unexplained:
+        if u.file == file:
+            lines[u.line] = u.text
+    if d.unrecognised_start is not None and d.unrecognised_start.file == file:
+        lines[d.unrecognised_start.line] = d.unrecognised_start.text
+    return sorted(lines.items())
+
+
 @click.command("watch")
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
@@ -197,6 +272,13 @@ class _Notifier:
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Show at most N candidates.")
+@click.option(
+    "--server",
+    envvar="TRACELORE_SERVER",
+    default=None,
+    help="Also send the initiating failure's evidence to this Tracelore server for a permalink [TRACELORE_SERVER].",
+)
+@click.option("--api-key", envvar="TRACELORE_API_KEY", default=None, help="API key for --server [TRACELORE_API_KEY].")
 @click.option("--poll", is_flag=True, help="Poll the files instead of waiting for the kernel's change events.")
 @click.option(
     "--signatures",
@@ -212,6 +294,8 @@ def watch_command(
     notify: str | None,
     fmt: str,
     top: int | None,
+    server: str | None,
+    api_key: str | None,
     poll: bool,
     signatures: Path | None,
 ) -> None:
@@ -243,8 +327,17 @@ def watch_command(
         source = _Stdin(job)
     else:
         source = _Files(job, Follower(job, follower_files, follower_dirs), poll=poll)
+    permalinks = _Permalinks(server, api_key, top)
     status = _run(
-        job, source, exit_on=exit_on, settle=settle, idle_timeout=idle_timeout, notify=notify, fmt=fmt, top=top
+        job,
+        source,
+        exit_on=exit_on,
+        settle=settle,
+        idle_timeout=idle_timeout,
+        notify=notify,
+        fmt=fmt,
+        top=top,
+        permalinks=permalinks,
     )
     sys.exit(status)
 
@@ -259,6 +352,7 @@ def _run(
     notify: str | None,
     fmt: str,
     top: int | None,
+    permalinks: _Permalinks,
 ) -> int:
     stop = threading.Event()
 
@@ -287,6 +381,7 @@ def _run(
         sys.stdout.flush()
         if key != shown and d.candidates:
             notifier.send(d)
+            permalinks.send(d, job)
         shown, reports = key, reports + 1
 
     ending_at: float | None = None
@@ -335,6 +430,7 @@ def _run(
         return 0
     report(d, final=True)
     notifier.join()
+    permalinks.join()
     return 1 if _found(d, exit_on if exit_on != "never" else "any") else 0
 
 

@@ -137,6 +137,11 @@ class LiveScan:
                 hit.line = hit.line.model_copy(update={"file": name})
 
     @property
+    def lines(self) -> int:
+        """Lines scanned so far."""
+        return self._scanner.scan.lines
+
+    @property
     def pending(self) -> int:
         """Bytes of a partial last line not scanned yet."""
         return len(self._carry)

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from app.core.library import Library
+from tests.support import live_server, make_settings
+
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "tests" / "corpus" / "cases"
 WRITER = Path(__file__).with_name("logwriter.py")
@@ -342,3 +345,27 @@ def test_an_unreadable_file_is_reported_and_the_others_are_still_watched(
     assert watch.wait(60) == 1
     assert any(f"cannot read {locked}" in line for line in watch.err), watch.err
     assert "data.index_out_of_range" in watch.reports()[-1][1]
+
+
+def test_server_gets_the_evidence_and_gives_a_permalink(
+    tmp_path: Path, signatures_dir: Path, library: Library, sqlite_url: str, stopped: list[subprocess.Popen[object]]
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with live_server(make_settings(sqlite_url, tmp_path), library) as server:
+        watch = start_watch([str(logs), "--idle-timeout", "3", "--server", server.url], signatures_dir)
+        stopped.append(watch.proc)
+        assert watch.ready.wait(60)
+        writer = run_writer(tmp_path, per_rank_job(logs))
+        stopped.append(writer)
+        assert writer.wait(60) == 0
+        assert watch.wait() == 1
+        links = [line.rsplit(" ", 1)[1] for line in watch.err if "full diagnosis: " in line]
+        assert links, watch.err
+        with server.client() as http:
+            stored = http.get(links[-1].replace("/d/", "/api/v1/diagnoses/"))
+        assert stored.status_code == 200, stored.text
+        body = stored.json()
+        diagnosis = body.get("diagnosis", body)
+        assert diagnosis["candidates"][0]["id"] == "data.index_out_of_range"
+        assert diagnosis["candidates"][0]["line"] == 40  # the file's own line numbers
