@@ -1,7 +1,8 @@
 """`tracelore lsp`: a language server (pygls, over stdio) for log files.
 
 Each open log is scanned as it is typed or appended to (`app.core.live`): a change below
-the scanned lines feeds only the new lines; a change above them scans the document again.
+the scanned lines feeds only the new lines; an edit among them scans again from the last
+checkpoint above it (a copy of the scan kept every 256 K characters).
 An open document is a job of its own until `tracelore.diagnoseJob` groups documents (one
 file per rank) into one job. For the job it publishes:
 
@@ -35,6 +36,21 @@ SOURCE = "tracelore"
 DEFAULT_ENCYCLOPEDIA = "https://tracelore.dev"  # where entries are linked when no base URL is set
 
 
+# A copy of a document's scan is kept every CHECKPOINT_CHARS characters of its text, so an
+# edit among the scanned lines scans again only from the last copy above it. At most
+# MAX_CHECKPOINTS are kept (every other one is dropped when there are more): each holds the
+# scan's bounded state, not the text.
+CHECKPOINT_CHARS = 256 << 10
+MAX_CHECKPOINTS = 32
+
+
+@dataclass
+class _Checkpoint:
+    lines: int  # lines fed when it was taken
+    chars: int  # characters of the text those lines take
+    scan: LiveScan
+
+
 @dataclass
 class _Doc:
     """One open log: its scan, fed with whole lines up to `fed_lines`."""
@@ -44,8 +60,29 @@ class _Doc:
     live: LiveScan
     fed_lines: int = 0  # lines (each ending in a newline) fed to the scan
     fed_chars: int = 0  # characters of the text those lines take
-    rescans: int = 0  # times the document was scanned again from its start (an edit above the end)
+    rescans: int = 0  # times an edit among the scanned lines made the scan start again from a checkpoint
+    rescanned_from: int | None = None  # the line the last of those started from (0: the top)
+    checkpoints: list[_Checkpoint] = field(default_factory=list)
     job: set[str] = field(default_factory=set)  # the documents diagnosed together with this one
+
+    def checkpoint(self) -> None:
+        last = self.checkpoints[-1].chars if self.checkpoints else 0
+        if self.fed_chars - last < CHECKPOINT_CHARS:
+            return
+        self.checkpoints.append(_Checkpoint(self.fed_lines, self.fed_chars, self.live.fork()))
+        if len(self.checkpoints) > MAX_CHECKPOINTS:
+            self.checkpoints = self.checkpoints[1::2]
+
+    def rewind(self, line: int, library: Library) -> None:
+        """Scan again from the last checkpoint at or above a 0-based line (the top, if none)."""
+        self.checkpoints = [c for c in self.checkpoints if c.lines <= line]
+        if self.checkpoints:
+            back = self.checkpoints[-1]
+            self.live, self.fed_lines, self.fed_chars = back.scan.fork(), back.lines, back.chars
+        else:
+            self.live, self.fed_lines, self.fed_chars = LiveScan(library, name=self.name), 0, 0
+        self.rescans += 1
+        self.rescanned_from = self.fed_lines
 
 
 def _name(uri: str) -> str:
@@ -75,26 +112,27 @@ class TraceloreServer(LanguageServer):
         self._feed(self.docs[uri], self._text(uri))
 
     def _feed(self, doc: _Doc, text: str) -> None:
-        """Feed the whole lines after those already fed."""
+        """Feed the whole lines after those already fed, in blocks with a checkpoint after each."""
         end = text.rfind("\n") + 1
-        if end > doc.fed_chars:
-            block = text[doc.fed_chars : end]
+        while end > doc.fed_chars:
+            cut = end
+            if cut - doc.fed_chars > CHECKPOINT_CHARS:
+                cut = text.rfind("\n", doc.fed_chars, doc.fed_chars + CHECKPOINT_CHARS) + 1 or end
+            block = text[doc.fed_chars : cut]
             doc.live.feed(block.encode("utf-8", errors="replace"))
             doc.fed_lines += block.count("\n")
-            doc.fed_chars = end
+            doc.fed_chars = cut
+            doc.checkpoint()
 
     def changed(self, uri: str, changes: list[lsp.TextDocumentContentChangeEvent]) -> None:
         doc = self.docs.get(uri)
         if doc is None:
             self.open(uri)
             return
-        below = all(
-            isinstance(c, lsp.TextDocumentContentChangePartial) and c.range.start.line >= doc.fed_lines for c in changes
-        )
-        if not below:  # an edit among the scanned lines: what was scanned no longer holds
-            doc.live = LiveScan(self.library, name=doc.name)
-            doc.fed_lines = doc.fed_chars = 0
-            doc.rescans += 1
+        # The first line a change touches (a change of the whole text: the top).
+        first = min(c.range.start.line if isinstance(c, lsp.TextDocumentContentChangePartial) else 0 for c in changes)
+        if first < doc.fed_lines:  # an edit among the scanned lines: what was scanned below it no longer holds
+            doc.rewind(first, self.library)
         self._feed(doc, self._text(uri))
 
     def closed(self, uri: str) -> None:
@@ -182,7 +220,12 @@ class TraceloreServer(LanguageServer):
                 "hang_rank": d.hang.rank if d and d.hang else None,
                 # How each document was scanned: lines fed, and how often it was scanned anew.
                 "documents": [
-                    {"uri": u, "lines": self.docs[u].fed_lines, "rescans": self.docs[u].rescans}
+                    {
+                        "uri": u,
+                        "lines": self.docs[u].fed_lines,
+                        "rescans": self.docs[u].rescans,
+                        "rescanned_from": self.docs[u].rescanned_from,
+                    }
                     for u in uris
                     if u in self.docs
                 ],

@@ -185,7 +185,8 @@ async def test_appended_lines_are_scanned_alone_and_an_edit_above_rescans(client
     )
     await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
     assert ("data.index_out_of_range", 39) not in errors(client.diagnostics[uri("rank2.log")])
-    assert client.statuses[-1]["documents"][0]["rescans"] == 1  # type: ignore[attr-defined]
+    doc = client.statuses[-1]["documents"][0]  # type: ignore[attr-defined]
+    assert (doc["rescans"], doc["rescanned_from"]) == (1, 0)  # a small document: from the top
 
 
 @pytest.mark.asyncio
@@ -194,3 +195,45 @@ async def test_a_last_line_without_its_newline_counts(client: LanguageClient) ->
     diagnostics = await open_doc(client, "rank2.log", content)
     assert ("data.index_out_of_range", 39) in errors(diagnostics)
     assert client.statuses[-1]["documents"][0]["lines"] == 39  # type: ignore[attr-defined]
+
+
+async def change(client: LanguageClient, name: str, version: int, line: int, start: int, end: int, new: str) -> None:
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri(name), version=version),
+            content_changes=[
+                lsp.TextDocumentContentChangePartial(
+                    range=lsp.Range(
+                        start=lsp.Position(line=line, character=start), end=lsp.Position(line=line, character=end)
+                    ),
+                    text=new,
+                )
+            ],
+        )
+    )
+    await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+
+
+@pytest.mark.asyncio
+async def test_an_edit_in_a_long_log_scans_again_only_from_the_checkpoint_above_it(client: LanguageClient) -> None:
+    steps = [line for line in text("rank0.log").splitlines(keepends=True) if line.startswith("step")]
+    prelude = (steps * (1 + 800_000 // len("".join(steps))))[:20_000]  # rank 2's steps before it fails
+    failing = text("rank2.log").splitlines(keepends=True)
+    at = len(prelude) + 39  # the IndexError line
+    diagnostics = await open_doc(client, "rank2.log", "".join(prelude + failing))
+    assert ("data.index_out_of_range", at) in errors(diagnostics)
+
+    original = failing[39].rstrip("\n")
+    await change(client, "rank2.log", 2, at, 9, len(original), "step 7 done")
+    assert ("data.index_out_of_range", at) not in errors(client.diagnostics[uri("rank2.log")])
+    doc = client.statuses[-1]["documents"][0]  # type: ignore[attr-defined]
+    assert doc["rescans"] == 1 and doc["rescanned_from"] > len(prelude) // 2  # not from the top
+    assert doc["lines"] == len(prelude) + len(failing)
+
+    await change(client, "rank2.log", 3, at, 9, len("[rank2]: step 7 done"), original[9:])  # undone
+    assert ("data.index_out_of_range", at) in errors(client.diagnostics[uri("rank2.log")])
+
+    await change(client, "rank2.log", 4, 0, 0, 0, "launcher started\n")  # a line above everything
+    assert ("data.index_out_of_range", at + 1) in errors(client.diagnostics[uri("rank2.log")])
+    doc = client.statuses[-1]["documents"][0]  # type: ignore[attr-defined]
+    assert (doc["rescans"], doc["rescanned_from"]) == (3, 0)
