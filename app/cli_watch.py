@@ -106,7 +106,8 @@ class _Files:
         self.mode = self.waiter.mode
 
     def wait(self, timeout: float) -> None:
-        self.waiter.wait(timeout)
+        if not self.follower.behind:  # catching up with a long file: no event will say there is more
+            self.waiter.wait(timeout)
 
     def poll(self) -> int:
         read = self.follower.poll()

@@ -56,6 +56,7 @@ class Follower:
     _rotated: dict[Path, list[str]] = field(default_factory=dict)  # a path's rotated-away scans, oldest first
     _warned: set[Path] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)  # what could not be read, for the caller to say
+    behind: bool = False  # the last poll left bytes unread
 
     def watched_dirs(self) -> list[Path]:
         """The directories whose changes matter (a file's own folder: it may be created or rotated)."""
@@ -78,15 +79,22 @@ class Follower:
                         yield Path(entry.path)
 
     def poll(self) -> int:
-        """Read everything appended since the last look; the number of bytes read."""
+        """Read what was appended since the last look (READ_MAX at most per file); the bytes read.
+
+        `behind` says whether a file had more than that: read on without waiting for a change,
+        since none will be reported for bytes already written.
+        """
         read = 0
+        self.behind = False
         for path in list(self._open):
             read += self._check_rotation(path)
         for path in self._candidates():
             if path not in self._open:
                 read += self._start(path)
         for followed in list(self._open.values()):
-            read += self._read(followed)
+            got = self._read(followed)
+            read += got
+            self.behind = self.behind or got >= READ_MAX
         return read
 
     def _start(self, path: Path) -> int:

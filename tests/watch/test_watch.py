@@ -369,3 +369,21 @@ def test_server_gets_the_evidence_and_gives_a_permalink(
         diagnosis = body.get("diagnosis", body)
         assert diagnosis["candidates"][0]["id"] == "data.index_out_of_range"
         assert diagnosis["candidates"][0]["line"] == 40  # the file's own line numbers
+
+
+def test_a_long_file_already_there_is_read_to_its_end_without_waiting_for_changes(
+    tmp_path: Path, signatures_dir: Path, stopped: list[subprocess.Popen[object]]
+) -> None:
+    from bench.loggen import generate
+
+    log = tmp_path / "train.log"
+    generate(log, 64 << 20)  # 64 MiB of a real-looking job ending in an OOM and its echoes
+    started = time.monotonic()
+    watch = start_watch([str(log), "--exit-on", "likely", "--settle", "0", "--format", "json"], signatures_dir)
+    stopped.append(watch.proc)
+    assert watch.wait(120) == 1
+    took = time.monotonic() - started
+    final = watch.json_reports()[-1][1]
+    assert final["candidates"][0]["id"] == "cuda.oom"  # type: ignore[index]
+    assert final["input"]["bytes"] == log.stat().st_size  # type: ignore[index]
+    assert took < 12, f"{took:.1f} s: the watch waited for changes while bytes were left to read"
