@@ -6,15 +6,16 @@ A writer (this process) appends realistic training-log noise (bench/loggen.py: r
 prefixes, tqdm redraws, NCCL INFO bursts, metric dicts, warnings, invalid UTF-8) to
 --files per-rank files at --rate bytes per second, rotating each file away (rename to
 `.1`, as logrotate does) every --rotate bytes. At the end the failure cascade lands (a
-CUDA OOM on one rank, NCCL watchdog timeouts on the others, the launcher's summary). Then
-the files stay quiet for --idle seconds (CPU measured after the first 2). `tracelore watch FOLDER --format json` follows them as a separate process.
+CUDA OOM on one rank, NCCL watchdog timeouts on the others, the launcher's summary).
+Then the files stay quiet for --idle seconds (CPU measured after the first 2).
+`tracelore watch FOLDER --format json` follows them as a separate process.
 
 Every second the watch's resident memory (VmRSS) and CPU time are sampled from /proc. It
-prints a row per minute, then: memory after the first minute and at its highest later
-(the growth is what must stay bounded), CPU while writing and while idle, and how long
-after the OOM line was written the report naming it came out. --check exits 1 when memory
-grew by more than --max-growth MB after the first minute, idle CPU is above 2 %, or the
-report took more than 2 s.
+prints a row per minute, then: memory after the first minute, at its highest later, and
+across the second half of the run (once the scans' caps are full it stops growing), CPU
+while writing and while idle, and how long after the OOM line was written the report naming
+it came out. --check exits 1 when memory grew by more than --max-growth MB after the first
+minute, idle CPU is above 2 %, or the report took more than 2 s.
 """
 
 from __future__ import annotations
@@ -165,6 +166,11 @@ def run(args: argparse.Namespace, folder: Path, out: Path, pid: int) -> dict[str
         f"RSS: {first_minute:.1f} MB after the first minute, at most {max(after_first):.1f} MB later "
         f"(growth {max(after_first) - first_minute:.1f} MB)"
     )
+    # Once the scans' caps are full (hits kept per pattern, rotated parts kept per file), memory
+    # stops growing: the second half of the run shows it.
+    half = [s[1] for s in samples if duration / 2 <= s[0] <= duration]
+    if half:
+        print(f"RSS in the second half of the run: {min(half):.1f} to {max(half):.1f} MB")
     print(f"CPU: {writing_cpu:.1f} % of a core while writing at {args.rate / 1e6:.1f} MB/s, {idle_cpu:.2f} % idle")
     print(f"report naming cuda.oom: {'never' if latency is None else f'{latency:.2f} s'} after its line was written")
     return {"growth": max(after_first) - first_minute, "idle_cpu": idle_cpu, "latency": latency}
