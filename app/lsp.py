@@ -33,7 +33,6 @@ DIAGNOSE_JOB = "tracelore.diagnoseJob"
 OPEN_ENTRY = "tracelore.openEntry"
 COPY_VERIFY = "tracelore.copyVerify"
 SOURCE = "tracelore"
-DEFAULT_ENCYCLOPEDIA = "https://tracelore.dev"  # where entries are linked when no base URL is set
 
 
 # A copy of a document's scan is kept every CHECKPOINT_CHARS characters of its text, so an
@@ -97,7 +96,7 @@ class TraceloreServer(LanguageServer):
     def __init__(self, library: Library, *, base_url: str = "") -> None:
         super().__init__("tracelore", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.library = library
-        self.base_url = (base_url or DEFAULT_ENCYCLOPEDIA).rstrip("/")
+        self.base_url = base_url.rstrip("/")  # empty: entries are named by path, not linked
         self.docs: dict[str, _Doc] = {}
         self.results: dict[str, Diagnosis] = {}  # by document: the diagnosis of its job
 
@@ -232,8 +231,9 @@ class TraceloreServer(LanguageServer):
             },
         )
 
-    def entry_url(self, c: Candidate) -> str:
-        return f"{self.base_url}{c.path}"
+    def entry_url(self, c: Candidate) -> str | None:
+        """The entry's address on the service at --base-url (none set: no link to make)."""
+        return f"{self.base_url}{c.path}" if self.base_url else None
 
     def _diagnostics(self, d: Diagnosis | None, name: str) -> list[lsp.Diagnostic]:
         if d is None:
@@ -259,7 +259,7 @@ class TraceloreServer(LanguageServer):
                         message=f"{c.title} ({label}): {c.why}",
                         severity=severity,
                         code=c.id,
-                        code_description=lsp.CodeDescription(href=self.entry_url(c)),
+                        code_description=lsp.CodeDescription(href=url) if (url := self.entry_url(c)) else None,
                         source=SOURCE,
                         data={"id": c.id},
                     )
@@ -322,7 +322,10 @@ class TraceloreServer(LanguageServer):
             parts.append("**Fix:**\n" + "\n".join(f"{i}. {step}" for i, step in enumerate(c.fix, 1)))
         if c.verify:
             parts.append(f"**Verify:**\n```sh\n{c.verify}\n```")
-        parts.append(f"[Encyclopedia entry]({self.entry_url(c)})")
+        url = self.entry_url(c)
+        parts.append(
+            f"[Encyclopedia entry]({url})" if url else f"Encyclopedia entry: `{c.path}` (set --base-url to link it)"
+        )
         return "\n\n".join(parts)
 
     def code_actions(self, uri: str, params: lsp.CodeActionParams) -> list[lsp.Command]:
@@ -337,11 +340,10 @@ class TraceloreServer(LanguageServer):
                 seen.setdefault(c.id, c)
         actions = []
         for c in seen.values():
-            actions.append(
-                lsp.Command(
-                    title=f"Open the encyclopedia entry: {c.title}", command=OPEN_ENTRY, arguments=[self.entry_url(c)]
+            if (url := self.entry_url(c)) is not None:
+                actions.append(
+                    lsp.Command(title=f"Open the encyclopedia entry: {c.title}", command=OPEN_ENTRY, arguments=[url])
                 )
-            )
             if c.verify:
                 actions.append(
                     lsp.Command(title=f"Copy the verify command: {c.title}", command=COPY_VERIFY, arguments=[c.verify])

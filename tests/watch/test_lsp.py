@@ -17,7 +17,12 @@ CASE = ROOT / "tests" / "corpus" / "cases" / "gen-dist-per-rank-index-error"  # 
 STATUS = "tracelore/status"
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "app", "lsp"]))
+BASE_URL = "http://tracelore.test"
+
+
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=[sys.executable, "-m", "app", "lsp", "--base-url", BASE_URL])
+)
 async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
     statuses: list[dict[str, Any]] = []
     lsp_client.statuses = statuses  # type: ignore[attr-defined]
@@ -73,9 +78,8 @@ async def test_diagnostics_hover_code_actions_symbols_and_status(client: Languag
     assert ("data.index_out_of_range", 39) in errors(diagnostics)
     error = next(d for d in diagnostics if d.range.start.line == 39)
     assert error.source == "tracelore"
-    assert error.code_description is not None and error.code_description.href.endswith(
-        "/failures/data.index_out_of_range"
-    )
+    assert error.code_description is not None
+    assert error.code_description.href == f"{BASE_URL}/failures/data.index_out_of_range"
     assert "initiating failure" in error.message
 
     hover = await client.text_document_hover_async(
@@ -237,3 +241,33 @@ async def test_an_edit_in_a_long_log_scans_again_only_from_the_checkpoint_above_
     assert ("data.index_out_of_range", at + 1) in errors(client.diagnostics[uri("rank2.log")])
     doc = client.statuses[-1]["documents"][0]  # type: ignore[attr-defined]
     assert (doc["rescans"], doc["rescanned_from"]) == (3, 0)
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "app", "lsp"]))
+async def unlinked(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
+    await lsp_client.initialize_session(
+        lsp.InitializeParams(capabilities=client_capabilities("visual-studio-code"), root_uri=CASE.as_uri())
+    )
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.asyncio
+async def test_without_a_base_url_entries_are_named_not_linked(unlinked: LanguageClient) -> None:
+    diagnostics = await open_doc(unlinked, "rank2.log")
+    error = next(d for d in diagnostics if d.range.start.line == 39)
+    assert error.code == "data.index_out_of_range" and error.code_description is None
+    actions = await unlinked.text_document_code_action_async(
+        lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri("rank2.log")),
+            range=error.range,
+            context=lsp.CodeActionContext(diagnostics=[error]),
+        )
+    )
+    assert [a.title.split(":")[0] for a in actions or []] == ["Copy the verify command"]
+    hover = await unlinked.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri("rank2.log")), position=lsp.Position(line=39, character=0)
+        )
+    )
+    assert hover is not None and "`/failures/data.index_out_of_range` (set --base-url" in hover.contents.value  # type: ignore[union-attr]
