@@ -31,6 +31,7 @@ _ROTATED = re.compile(r"^(?P<base>.+?)(?:\.\d{1,3}|-\d{8,14})$")
 # Rotated-away parts of one file whose scans stay in the job: a job that rotates its log
 # every hour for a week must not keep a week of scans (the oldest are dropped).
 KEEP_ROTATED = 4
+REMEMBER_ROTATED = 1024  # rotated-away files whose inodes are remembered
 READ_MAX = 16 * BLOCK  # bytes read from one file per look, so no file starves the others
 
 
@@ -51,7 +52,10 @@ class Follower:
     files: list[Path] = field(default_factory=list)  # followed when they exist
     dirs: list[Path] = field(default_factory=list)  # every log file directly in them is followed
     _open: dict[Path, _Followed] = field(default_factory=dict)
-    _seen: set[tuple[int, int]] = field(default_factory=set)  # files read already, by inode
+    # Files rotated away and read to their end: inode -> modification time then. A file found
+    # later with both is one of them under its new name, not a new file; a new file that got
+    # a freed inode back (rotation deletes the oldest part) has a later time.
+    _rotated_away: dict[tuple[int, int], int] = field(default_factory=dict)
     _retired: int = 0  # rotated-away scans, for unique keys
     _rotated: dict[Path, list[str]] = field(default_factory=dict)  # a path's rotated-away scans, oldest first
     _warned: set[Path] = field(default_factory=set)
@@ -109,10 +113,11 @@ class Follower:
                 self.problems.append(f"cannot read {path}: {exc.strerror or exc}")
             return 0
         ident = (st.st_dev, st.st_ino)
-        if ident in self._seen or not stat.S_ISREG(st.st_mode) or self._is_rotated_copy(path):
+        following = any(f.ident == ident for f in self._open.values())  # another name of a followed file
+        read_before = self._rotated_away.get(ident) == st.st_mtime_ns
+        if following or read_before or not stat.S_ISREG(st.st_mode) or self._is_rotated_copy(path):
             stream.close()
             return 0
-        self._seen.add(ident)
         live = self.job.file(str(path), _shown(path))
         self._open[path] = _Followed(path, stream, ident, live)
         return 0
@@ -158,7 +163,6 @@ class Follower:
             moved = _find_inode(path.parent, followed.ident)
             name = _shown(moved) if moved is not None else f"{_shown(path)} (rotated)"
         followed.live.flush()
-        followed.stream.close()
         self._retired += 1
         key = f"{path}#rotated-{self._retired}"
         self.job.retire(str(path), key, name)
@@ -167,8 +171,12 @@ class Follower:
         while len(kept) > KEEP_ROTATED:
             self.job.files.pop(kept.pop(0), None)
         del self._open[path]
-        if st is not None and (st.st_dev, st.st_ino) == followed.ident:
-            self._seen.discard(followed.ident)  # the same inode, new content: follow it afresh
+        if st is None or (st.st_dev, st.st_ino) != followed.ident:
+            with contextlib.suppress(OSError):
+                self._rotated_away[followed.ident] = os.fstat(followed.stream.fileno()).st_mtime_ns
+            while len(self._rotated_away) > REMEMBER_ROTATED:  # the oldest are long gone
+                del self._rotated_away[next(iter(self._rotated_away))]
+        followed.stream.close()
         return read
 
     def flush(self) -> None:

@@ -387,3 +387,30 @@ def test_a_long_file_already_there_is_read_to_its_end_without_waiting_for_change
     assert final["candidates"][0]["id"] == "cuda.oom"  # type: ignore[index]
     assert final["input"]["bytes"] == log.stat().st_size  # type: ignore[index]
     assert took < 12, f"{took:.1f} s: the watch waited for changes while bytes were left to read"
+
+
+def test_a_new_file_that_gets_a_rotated_files_inode_back_is_followed(
+    tmp_path: Path, signatures_dir: Path, stopped: list[subprocess.Popen[object]]
+) -> None:
+    # Rotating twice deletes the first rotated part (replaced by the second): the file system
+    # hands its inode to the next new file, which must not pass for a part read already.
+    steps_of = lines_of(INDEX_ERROR / "rank0.log")[:6]
+    log, old = tmp_path / "train.log", tmp_path / "train.log.1"
+    watch = start_watch([str(tmp_path), "--format", "json", "--idle-timeout", "3"], signatures_dir)
+    stopped.append(watch.proc)
+    assert watch.ready.wait(60)
+    steps: list[dict[str, object]] = []
+    for _ in range(6):
+        steps += [
+            {"write": str(log), "lines": steps_of, "delay": DELAY},
+            {"sleep": 0.5},
+            {"rename": [str(log), str(old)]},
+            {"sleep": 0.5},
+        ]
+    steps.append({"write": str(log), "lines": lines_of(INDEX_ERROR / "rank2.log"), "delay": DELAY})
+    writer = run_writer(tmp_path, steps)
+    stopped.append(writer)
+    assert writer.wait(60) == 0
+    assert watch.wait() == 1, watch.err
+    top = watch.json_reports()[-1][1]["candidates"][0]  # type: ignore[index]
+    assert (top["id"], top["file"], top["line"]) == ("data.index_out_of_range", str(log), 40)
