@@ -315,6 +315,8 @@ def watch_command(
     if paths != ("-",):
         for p in paths:
             path = Path(p)
+            if path.suffix in (".gz", ".bz2", ".xz", ".zst"):
+                raise click.UsageError(f"cannot watch {p}: a compressed file does not grow; use tracelore diagnose")
             if _is_dir(path):
                 follower_dirs.append(path)
             elif path.parent.is_dir() or path.exists():

@@ -322,6 +322,7 @@ def test_sigterm_ends_with_the_final_report_and_exit_status(
     [
         (["-", "x.log"], "standard input (-) is watched alone"),
         (["/nonexistent-folder-of-tracelore/train.log"], "does not exist"),
+        (["train.log.gz"], "a compressed file does not grow"),
     ],
 )
 def test_usage_errors_exit_2_with_a_message(
