@@ -73,3 +73,23 @@ def test_a_blank_job_has_no_diagnosis_yet(library: Library) -> None:
     job = LiveJob(library)
     job.file("train.log").feed(b"\n   \n")
     assert job.diagnose() is None
+
+
+def test_a_fork_scans_on_without_touching_the_original(library: Library) -> None:
+    logs = _logs(CASES / "gen-dist-per-rank-index-error")
+    rank2 = next(p for p in logs if p.name == "rank2.log").read_bytes()
+    head, tail = rank2[: rank2.index(b"[rank2]: IndexError")], rank2[rank2.index(b"[rank2]: IndexError") :]
+    original = LiveScan(library, name="rank2.log")
+    original.feed(head)
+    before = original.snapshot()
+    fork = original.fork()
+    fork.feed(tail)
+    fork.flush()
+    after = original.snapshot()
+    assert (after.lines, after.bytes, sorted(after.hits)) == (before.lines, before.bytes, sorted(before.hits))
+    assert fork.snapshot().lines == original.lines + tail.count(b"\n")
+    job = LiveJob(library)
+    job.files["rank2.log"] = fork
+    forked = job.diagnose()
+    whole = diagnose_many([("rank2.log", rank2)], library)
+    assert forked is not None and forked.model_dump() == whole.model_dump()
