@@ -1,4 +1,4 @@
-"""Memory and CPU of `tracelore watch` over a long run: bounded however long the job writes.
+"""Memory and CPU of `tracelore watch` over a long run of a growing, rotating multi-rank job.
 
     python bench/watch.py [--minutes 10] [--rate 1M] [--files 4] [--rotate 16M] [--idle 20] [--check]
 
