@@ -111,6 +111,8 @@ class _Commands(click.Group):
         "corpus": ("app.cli_corpus", "corpus"),
         "eval": ("app.cli_corpus", "eval_command"),
         "unknowns": ("app.cli_unknowns", "unknowns"),
+        "watch": ("app.cli_watch", "watch_command"),
+        "lsp": ("app.cli_watch", "lsp_command"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

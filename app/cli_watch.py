@@ -1,0 +1,498 @@
+"""`tracelore watch`: diagnose logs while the job writes them.
+
+Registered on the `tracelore` group by app/cli.py. The file following is app/watch.py, the
+engine app/core/live.py; this module runs the loop: read what was appended, diagnose when
+something arrived, report when the causal picture changes, end on --exit-on, --idle-timeout,
+the end of standard input or a signal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from app.core.live import LiveJob
+from app.core.models import Diagnosis
+from app.core.reader import BLOCK
+from app.core.render import render_text
+from app.watch import Follower, Waiter
+
+# Diagnose at most this often while lines pour in: ranking a job of many files costs tens of
+# milliseconds a time; reports still come well within 2 s of their line.
+MIN_INTERVAL = 0.5
+# Look at the files at least this often without a change reported (missed events, network file systems).
+RESCAN_EVERY = 5.0
+# With --exit-on and only echoes found (a peer closed, a watchdog fired), how long to wait for
+# the failure they echo to land in another rank's file before ending without it.
+ECHO_WAIT = 10.0
+NOTIFY_TIMEOUT = 60.0  # seconds a --notify command may run
+
+
+def picture(d: Diagnosis | None) -> tuple[object, ...]:
+    """What a report says about the job's failure: a new report is printed only when this changes."""
+    if d is None or not (d.candidates or d.unrecognised_start or d.hang):
+        return ()  # nothing to report yet
+    return (
+        tuple((c.id, c.role, c.episode, c.file, c.line) for c in d.candidates),
+        (d.unrecognised_start.file, d.unrecognised_start.line) if d.unrecognised_start else None,
+        d.hang.rank if d.hang else None,
+    )
+
+
+def _found(d: Diagnosis | None, level: str) -> bool:
+    from app.cli import _failed
+
+    return d is not None and _failed(d, level)
+
+
+class _Stdin:
+    """Standard input as a source: what is there now, without blocking past a timeout."""
+
+    def __init__(self, job: LiveJob) -> None:
+        self.fd = sys.stdin.buffer.fileno()
+        self.live = job.file("<stdin>")
+        self.ended = False
+        self.mode = "standard input"
+
+    def wait(self, timeout: float) -> None:
+        # Short waits: a signal sets the stop flag, and select() retries after it.
+        with contextlib.suppress(InterruptedError, OSError, ValueError):
+            select.select([self.fd], [], [], max(0.0, min(timeout, 0.5)))
+
+    def poll(self) -> int:
+        read = 0
+        while not self.ended and read < 16 * BLOCK:
+            try:
+                ready, _, _ = select.select([self.fd], [], [], 0)
+            except (InterruptedError, OSError, ValueError):
+                break
+            if not ready:
+                break
+            data = os.read(self.fd, BLOCK)
+            if not data:
+                self.ended = True
+                break
+            self.live.feed(data)
+            read += len(data)
+        return read
+
+    def flush(self) -> None:
+        self.live.flush()
+
+    def written(self) -> datetime | None:
+        return None  # as `tracelore diagnose -`: a year comes only from the log
+
+    def close(self) -> None:
+        pass
+
+
+class _Files:
+    """Watched files and folders as a source."""
+
+    def __init__(self, job: LiveJob, follower: Follower, *, poll: bool) -> None:
+        self.follower = follower
+        self.waiter = Waiter(follower.watched_dirs(), poll=poll)
+        self.ended = False
+        self.mode = self.waiter.mode
+
+    def wait(self, timeout: float) -> None:
+        if not self.follower.behind:  # catching up with a long file: no event will say there is more
+            self.waiter.wait(timeout)
+
+    def poll(self) -> int:
+        read = self.follower.poll()
+        for problem in self.follower.problems:
+            click.echo(f"tracelore watch: {problem}", err=True)
+        self.follower.problems.clear()
+        return read
+
+    def flush(self) -> None:
+        self.follower.flush()
+
+    def written(self) -> datetime | None:
+        stamp = self.follower.written()
+        return datetime.fromtimestamp(stamp) if stamp is not None else None
+
+    def close(self) -> None:
+        self.waiter.close()
+        self.follower.close()
+
+
+class _Notifier:
+    """Runs --notify commands with the diagnosis JSON on standard input, without holding up the watch."""
+
+    def __init__(self, command: str | None) -> None:
+        self.command = command
+        self.threads: list[threading.Thread] = []
+
+    def send(self, d: Diagnosis) -> None:
+        if not self.command:
+            return
+        payload = d.model_dump_json().encode("utf-8")
+        thread = threading.Thread(target=self._run, args=(self.command, payload), daemon=True)
+        thread.start()
+        self.threads = [t for t in self.threads if t.is_alive()] + [thread]
+
+    @staticmethod
+    def _run(command: str, payload: bytes) -> None:
+        try:
+            done = subprocess.run(
+                command, shell=True, input=payload, timeout=NOTIFY_TIMEOUT, check=False, capture_output=True
+            )
+        except subprocess.TimeoutExpired:
+            click.echo(
+                f"tracelore watch: --notify command still running after {NOTIFY_TIMEOUT:.0f} s: stopped", err=True
+            )
+            return
+        except OSError as exc:
+            click.echo(f"tracelore watch: --notify command could not start: {exc}", err=True)
+            return
+        if done.returncode != 0:
+            detail = done.stderr.decode("utf-8", errors="replace").strip()[-500:]
+            click.echo(f"tracelore watch: --notify command exited {done.returncode}: {detail}", err=True)
+
+    def join(self) -> None:
+        deadline = time.monotonic() + NOTIFY_TIMEOUT
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+# Permalinks asked of --server per run at most: each one counts against the daily allowance.
+MAX_PERMALINKS = 3
+
+
+class _Permalinks:
+    """With --server: the evidence of the initiating failure's file sent once per new picture.
+
+    Sent in the background (the watch never waits on the network); the permalink is said on
+    standard error when it comes back.
+    """
+
+    def __init__(self, server: str | None, api_key: str | None, top: int | None) -> None:
+        self.server, self.api_key, self.top = server, api_key, top
+        self.sent: set[tuple[object, ...]] = set()
+        self.threads: list[threading.Thread] = []
+
+    def send(self, d: Diagnosis, job: LiveJob) -> None:
+        if not self.server or not d.candidates or len(self.sent) >= MAX_PERMALINKS:
+            return
+        first = next((c for c in d.candidates if c.role == "initiating"), d.candidates[0])
+        key = (first.id, first.file, first.line)
+        if key in self.sent:
+            return
+        self.sent.add(key)
+        excerpt = _excerpt(d, first.file)
+        scan = next((s for s in job.files.values() if s.name == first.file), None)
+        total_lines = max(scan.lines if scan else 0, excerpt[-1][0] if excerpt else 0)
+        total_bytes = scan.fed if scan else 0
+        name = Path(first.file or "log").name
+        thread = threading.Thread(target=self._post, args=(excerpt, total_lines, total_bytes, name), daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _post(self, excerpt: list[tuple[int, str]], total_lines: int, total_bytes: int, name: str) -> None:
+        from app.remote import RemoteError, post_excerpt
+
+        assert self.server is not None
+        try:
+            result = post_excerpt(
+                self.server,
+                excerpt,
+                total_lines=total_lines,
+                total_bytes=total_bytes,
+                filename=name,
+                top=self.top,
+                api_key=self.api_key,
+                max_wait=0,
+                notify=lambda message: click.echo(f"tracelore watch: {message}", err=True),
+            )
+        except (RemoteError, OSError) as exc:
+            click.echo(f"tracelore watch: --server: {exc}", err=True)
+            return
+        if result.url:
+            click.echo(f"tracelore watch: full diagnosis: {result.url}", err=True)
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(NOTIFY_TIMEOUT)
+
+
+def _excerpt(d: Diagnosis, file: str | None) -> list[tuple[int, str]]:
+    """The lines of one file a diagnosis shows (evidence, unexplained, the unrecognised start)."""
+    lines: dict[int, str] = {}
+    for c in d.candidates:
+        for e in c.evidence:
+            if e.file == file:
+                lines[e.line] = e.text
+    for u in d.unexplained:
+        if u.file == file:
+            lines[u.line] = u.text
+    if d.unrecognised_start is not None and d.unrecognised_start.file == file:
+        lines[d.unrecognised_start.line] = d.unrecognised_start.text
+    return sorted(lines.items())
+
+
+@click.command("watch")
+@click.argument("paths", nargs=-1, required=True)
+@click.option(
+    "--exit-on",
+    type=click.Choice(["never", "likely", "any"]),
+    default="never",
+    show_default=True,
+    help="End as soon as a finding of this level is in (after --settle), with exit status 1.",
+)
+@click.option(
+    "--settle",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    help="With --exit-on, seconds to keep reading after the finding (other ranks' lines land) before ending.",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="End when no file has grown for this many seconds.",
+)
+@click.option(
+    "--notify",
+    "notify",
+    metavar="CMD",
+    default=None,
+    help="Run CMD (a shell command) with the diagnosis JSON on standard input whenever the report changes.",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Show at most N candidates.")
+@click.option(
+    "--server",
+    envvar="TRACELORE_SERVER",
+    default=None,
+    help="Also send the initiating failure's evidence to this Tracelore server for a permalink [TRACELORE_SERVER].",
+)
+@click.option("--api-key", envvar="TRACELORE_API_KEY", default=None, help="API key for --server [TRACELORE_API_KEY].")
+@click.option("--poll", is_flag=True, help="Poll the files instead of waiting for the kernel's change events.")
+@click.option(
+    "--signatures",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Signature folder [TRACELORE_SIGNATURES_DIR].",
+)
+def watch_command(
+    paths: tuple[str, ...],
+    exit_on: str,
+    settle: float,
+    idle_timeout: float | None,
+    notify: str | None,
+    fmt: str,
+    top: int | None,
+    server: str | None,
+    api_key: str | None,
+    poll: bool,
+    signatures: Path | None,
+) -> None:
+    """Follow growing logs (files, folders of per-rank files, or - for standard input) and report
+    the job's first failure as soon as its evidence is written.
+
+    The report is printed again whenever the causal picture changes (an earlier cause arrives,
+    echoes are sorted). Exit status: 1 a failure was found (at --exit-on's level, else any),
+    0 none, 2 usage error.
+    """
+    from app.cli import _library
+
+    if "-" in paths and len(paths) > 1:
+        raise click.UsageError("standard input (-) is watched alone: pass either - or paths")
+    follower_files, follower_dirs = [], []
+    if paths != ("-",):
+        for p in paths:
+            path = Path(p)
+            if path.suffix in (".gz", ".bz2", ".xz", ".zst"):
+                raise click.UsageError(f"cannot watch {p}: a compressed file does not grow; use tracelore diagnose")
+            if _is_dir(path):
+                follower_dirs.append(path)
+            elif path.parent.is_dir() or path.exists():
+                follower_files.append(path)  # followed once it exists
+            else:
+                raise click.UsageError(f"cannot watch {p}: its folder {path.parent} does not exist")
+    library = _library(signatures)
+    job = LiveJob(library)
+    source: _Stdin | _Files
+    if paths == ("-",):
+        source = _Stdin(job)
+    else:
+        source = _Files(job, Follower(job, follower_files, follower_dirs), poll=poll)
+    permalinks = _Permalinks(server, api_key, top)
+    status = _run(
+        job,
+        source,
+        exit_on=exit_on,
+        settle=settle,
+        idle_timeout=idle_timeout,
+        notify=notify,
+        fmt=fmt,
+        top=top,
+        permalinks=permalinks,
+    )
+    sys.exit(status)
+
+
+def _run(
+    job: LiveJob,
+    source: _Stdin | _Files,
+    *,
+    exit_on: str,
+    settle: float,
+    idle_timeout: float | None,
+    notify: str | None,
+    fmt: str,
+    top: int | None,
+    permalinks: _Permalinks,
+) -> int:
+    stop = threading.Event()
+
+    def stopping() -> None:
+        stop.set()
+        if isinstance(source, _Files):
+            source.waiter.stop.set()  # wakes a wait on the kernel's events
+
+    previous = _on_signals(stopping)
+    notifier = _Notifier(notify)
+    shown: tuple[object, ...] = ()
+    reports = 0
+    click.echo(f"tracelore watch: following {_describe(source)} ({source.mode}); Ctrl-C ends", err=True)
+
+    def report(d: Diagnosis, *, final: bool = False) -> None:
+        nonlocal shown, reports
+        key = picture(d)
+        if key == shown and not final:
+            return
+        heading = "final report" if final else ("first report" if reports == 0 else "report updated")
+        if fmt == "json":
+            click.echo(d.model_dump_json())
+        else:
+            click.echo(f"=== tracelore watch {datetime.now():%H:%M:%S}: {heading} ===")
+            click.echo(render_text(d), nl=False)
+        sys.stdout.flush()
+        if key != shown and d.candidates:
+            notifier.send(d)
+            permalinks.send(d, job)
+        shown, reports = key, reports + 1
+
+    ending_at: float | None = None
+    last_growth = last_look = time.monotonic()
+    last_diagnosis = 0.0
+    dirty = True
+    d: Diagnosis | None = None
+    try:
+        while not stop.is_set():
+            t = time.monotonic()
+            if source.poll():
+                last_growth, dirty = t, True
+            last_look = t
+            if source.ended:
+                break
+            if dirty and t - last_diagnosis >= MIN_INTERVAL:
+                d = job.diagnose(top=top, written=source.written())
+                dirty, last_diagnosis = False, t
+                if d is not None and picture(d) != shown:
+                    report(d)
+                if exit_on != "never" and _found(d, exit_on):
+                    assert d is not None
+                    initiating = any(c.role == "initiating" for c in d.candidates)
+                    end = t + (settle if initiating else max(settle, ECHO_WAIT))
+                    ending_at = end if ending_at is None else min(ending_at, end)
+            if ending_at is not None and t >= ending_at:
+                break
+            if idle_timeout is not None and t - last_growth >= idle_timeout:
+                break
+            waits = [RESCAN_EVERY - (t - last_look)]
+            if dirty:
+                waits.append(last_diagnosis + MIN_INTERVAL - t)
+            if ending_at is not None:
+                waits.append(ending_at - t)
+            if idle_timeout is not None:
+                waits.append(last_growth + idle_timeout - t)
+            source.wait(max(0.01, min(waits)))
+        source.poll()
+        source.flush()
+        d = job.diagnose(top=top, written=source.written())
+    finally:
+        source.close()
+        _restore_signals(previous)
+    if d is None:
+        click.echo("tracelore watch: no log lines arrived (nothing to diagnose)", err=True)
+        return 0
+    report(d, final=True)
+    notifier.join()
+    permalinks.join()
+    return 1 if _found(d, exit_on if exit_on != "never" else "any") else 0
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a link that loops: a file that cannot be read, said so when it is tried
+        return False
+
+
+def _describe(source: _Stdin | _Files) -> str:
+    if isinstance(source, _Stdin):
+        return "standard input"
+    names = [str(f) for f in source.follower.files] + [f"{d}/" for d in source.follower.dirs]
+    return ", ".join(names)
+
+
+def _on_signals(stop: Callable[[], object]) -> dict[int, object]:
+    """SIGINT and SIGTERM end the watch with a final report, as the end of the input would."""
+
+    def handler(*_: object) -> None:
+        stop()
+
+    previous: dict[int, object] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError):  # not the main thread
+            previous[sig] = signal.signal(sig, handler)
+    return previous
+
+
+def _restore_signals(previous: dict[int, object]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+@click.command("lsp")
+@click.option(
+    "--base-url",
+    envvar="TRACELORE_BASE_URL",
+    default=None,
+    help="Address of the service the encyclopedia links point at [TRACELORE_BASE_URL].",
+)
+@click.option(
+    "--signatures",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Signature folder [TRACELORE_SIGNATURES_DIR].",
+)
+def lsp_command(base_url: str | None, signatures: Path | None) -> None:
+    """Run the language server for log files over standard input and output (for editors)."""
+    from app.cli import _library
+
+    try:
+        from app.lsp import make_server
+    except ImportError as exc:
+        click.echo(
+            f"tracelore lsp needs the language server packages ({exc.name} is missing): pip install 'tracelore[lsp]'",
+            err=True,
+        )
+        sys.exit(2)
+    make_server(_library(signatures), base_url=base_url or "").start_io()
