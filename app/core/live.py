@@ -116,7 +116,6 @@ class LiveScan:
             hits={idx: _copy_hits(h) for idx, h in live.hits.items()},
             progress=list(live.progress),
             edge_lines=list(live.edge_lines),
-            versions=dict(live.versions),
             blank=live.blank,
         )
         scanner = copy.copy(self._scanner)
@@ -161,7 +160,6 @@ class LiveScan:
             hits={idx: _copy_hits(h) for idx, h in live.hits.items()},
             progress=sorted(set(self._progress))[-PROGRESS_TAIL:],
             edge_lines=[],
-            versions=dict(live.versions),
             blank=live.blank,
         )
         for idx, piece in scanner.unsettled.items():  # what finish() would settle, looked up on the copy
