@@ -167,22 +167,23 @@ def ensure_account(session: Session, email: str, *, now: datetime, tier: str = "
     return account
 
 
-def set_tier(session: Session, email: str, tier: str) -> Account | None:
-    """Put an account on a tier; None if there is no such account."""
+def _update(session: Session, email: str, **values: object) -> Account | None:
+    """Change the account of an address (in any spelling of its mailbox); None if there is none."""
     found = find_account(session, email)
     if found is None:
         return None
-    session.execute(update(AccountRow).where(AccountRow.id == found.id).values(tier=tier))
+    session.execute(update(AccountRow).where(AccountRow.id == found.id).values(**values))
     return get_account(session, found.id)
+
+
+def set_tier(session: Session, email: str, tier: str) -> Account | None:
+    """Put an account on a tier; None if there is no such account."""
+    return _update(session, email, tier=tier)
 
 
 def set_admin(session: Session, email: str, admin: bool) -> Account | None:
     """Grant or withdraw the admin flag (the unknown-failures page); None if there is no such account."""
-    found = find_account(session, email)
-    if found is None:
-        return None
-    session.execute(update(AccountRow).where(AccountRow.id == found.id).values(is_admin=admin))
-    return get_account(session, found.id)
+    return _update(session, email, is_admin=admin)
 
 
 def list_accounts(session: Session) -> list[Account]:

@@ -316,11 +316,13 @@ async def sign_out(request: Request) -> Response:
 async def _require_account(request: Request) -> Account:
     found = await run_in_threadpool(_signed_in, request)
     if found is None:
-        raise _SignInFirst()
+        raise SignInFirst()
     return found[1]
 
 
-class _SignInFirst(TraceloreError):
+class SignInFirst(TraceloreError):
+    """401: a page or action for signed-in accounts."""
+
     status = 401
     type = "/problems/unauthorized"
     title = "Sign in first"

@@ -19,6 +19,7 @@ from app.errors import TraceloreError
 from app.learning import Summary, summarise
 from app.store import accounts as store
 from app.store.learning import EntryStats, all_entry_stats, clusters
+from app.web.accounts import SignInFirst
 from app.web.identity import clock, session_token
 
 log = logging.getLogger("tracelore")
@@ -71,23 +72,14 @@ class _AdminsOnly(TraceloreError):
         super().__init__("this page is for admins: `tracelore admin set-admin EMAIL` grants it to a signed-in account")
 
 
-class _SignInFirst(TraceloreError):
-    status = 401
-    type = "/problems/unauthorized"
-    title = "Sign in first"
-
-    def __init__(self) -> None:
-        super().__init__("sign in first: open /account and ask for a sign-in link")
-
-
 def _admin_page(request: Request) -> Response:
     token = session_token(request)
     if not token:
-        raise _SignInFirst()
+        raise SignInFirst()
     with request.app.state.sessionmaker.begin() as session:
         account = store.session_account(session, token, now=clock(request))
         if account is None:
-            raise _SignInFirst()
+            raise SignInFirst()
         if not account.is_admin:
             raise _AdminsOnly()
         since = clock(request) - timedelta(days=ADMIN_DAYS)

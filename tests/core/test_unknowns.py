@@ -15,6 +15,7 @@ from app.core.library import Library, load_library
 from app.core.lint import lint
 from app.core.unknowns import draft_signature, fingerprint, template, unknown_lines
 from app.corpus import load_corpus
+from tests.support import library_without
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 MISSING = ("tensor.shape_mismatch", "data.corrupt_image")
@@ -23,11 +24,7 @@ MISSING = ("tensor.shape_mismatch", "data.corrupt_image")
 @pytest.fixture(scope="module")
 def without(signatures_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped library without the classes in MISSING (their logs become unknown failures)."""
-    root = tmp_path_factory.mktemp("reduced") / "signatures"
-    shutil.copytree(signatures_dir, root)
-    for sig_id in MISSING:
-        next(root.rglob(f"{sig_id}.yaml")).unlink()
-    return root
+    return library_without(signatures_dir, MISSING, tmp_path_factory.mktemp("reduced"))
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ show what the service has seen, only above the minimum count; the admin page is 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +22,7 @@ from app.store.tables import DiagnosisRow, UnknownLineRow
 from app.web.identity import SESSION_COOKIE, sign
 from app.web.learning import learn_logged
 from tests.conftest import BACKENDS, database_for
-from tests.support import LiveServer, live_server, make_settings
+from tests.support import LiveServer, library_without, live_server, make_settings
 
 CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
 HTML = {"accept": "text/html"}
@@ -39,11 +38,7 @@ MIN_COUNT = 2
 
 @pytest.fixture(scope="module")
 def reduced(signatures_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Library:
-    root = tmp_path_factory.mktemp("reduced") / "signatures"
-    shutil.copytree(signatures_dir, root)
-    for sig_id in MISSING:
-        next(root.rglob(f"{sig_id}.yaml")).unlink()
-    return load_library(root)
+    return load_library(library_without(signatures_dir, MISSING, tmp_path_factory.mktemp("reduced")))
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
