@@ -21,6 +21,7 @@ import click
 
 from app import __version__
 from app.cli_input import open_log, terminal
+from app.cli_options import SIGNATURES
 from app.config import Settings, usable_cores
 from app.core.library import TAXONOMY_FILE, Library, load_library
 from app.core.models import LIKELY, Diagnosis
@@ -241,12 +242,7 @@ def _remote(
     metavar="FORMAT=PATH",
     help="Also write a report in FORMAT to PATH (repeatable), e.g. --report sarif=tracelore.sarif.",
 )
-@click.option(
-    "--signatures",
-    type=click.Path(exists=True, path_type=Path),
-    default=None,
-    help="Signature folder.",
-)
+@SIGNATURES
 @click.option(
     "--server", envvar="TRACELORE_SERVER", default=None, help="Diagnose on this Tracelore server [TRACELORE_SERVER]."
 )
@@ -484,7 +480,7 @@ def purge(days: int | None) -> None:
     default=None,
     help="A Tracelore service the pages link to for diagnosis and search [default TRACELORE_BASE_URL; '' for none].",
 )
-@click.option("--signatures", type=click.Path(exists=True, path_type=Path), default=None, help="Signature folder.")
+@SIGNATURES
 def build_site_command(out: Path, base_url: str, service_url: str | None, signatures: Path | None) -> None:
     """Write the failure encyclopedia to OUT as a static site (relative links, no service needed)."""
     from app.web.site import build_site, check_output

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from app.cli_options import SIGNATURES
 from app.config import Settings
 from app.core.authoring import AuthoringError, append_example, cut_excerpt, parse_range
 from app.core.explain import explain, render_explanation
@@ -18,18 +19,11 @@ from app.core.library import load_library, parse_signature
 from app.core.lint import FILE_CHECKS, check_examples
 from app.errors import LibraryError, TraceloreError
 
-_SIGNATURES = click.option(
-    "--signatures",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Signature folder [TRACELORE_SIGNATURES_DIR].",
-)
-
 
 @click.command("explain")
 @click.argument("signature_id", metavar="ID")
 @click.argument("logs", nargs=-1, required=True)
-@_SIGNATURES
+@SIGNATURES
 def explain_command(signature_id: str, logs: tuple[str, ...], signatures: Path | None) -> None:
     """Show why signature ID did or did not fire on LOGS: pattern hits, vetoes, the ranker's decision.
 
@@ -58,7 +52,7 @@ def example() -> None:
 @click.option("--lines", "line_range", default=None, metavar="A-B", help="The lines to cut (1-based, inclusive).")
 @click.option("--no-match", is_flag=True, help="Add it to examples.no_match (a near miss that must not fire).")
 @click.option("--source", default=None, help="Where the log comes from (an issue thread, a docs page, a run).")
-@_SIGNATURES
+@SIGNATURES
 def example_add(
     signature_id: str,
     logfile: Path,

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
+from app.cli_options import SIGNATURES
 from app.corpus import CaseSpec, CorpusError, add_case
 
 DEFAULT_CORPUS = Path("tests/corpus")
@@ -98,12 +99,7 @@ def corpus_add(
 @click.argument("root", metavar="[CORPUS]", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CORPUS)
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
 @click.option("--only", default=None, metavar="SUBSTRING", help="Only the cases whose id contains SUBSTRING.")
-@click.option(
-    "--signatures",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Signature folder [TRACELORE_SIGNATURES_DIR].",
-)
+@SIGNATURES
 @click.option(
     "--baseline",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from app.cli_options import SIGNATURES
 from app.config import Settings
 
 
@@ -90,7 +91,7 @@ def draft(key: str, sig_id: str | None, out: Path | None) -> None:
 
 
 @unknowns.command("resolve")
-@click.option("--signatures", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None)
+@SIGNATURES
 def resolve(signatures: Path | None) -> None:
     """Mark the clusters the current library recognises (the service does this every TRACELORE_LEARN_EVERY)."""
     from app.cli import _library, _store

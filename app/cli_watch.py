@@ -22,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from app.cli_options import SIGNATURES
 from app.core.live import LiveJob
 from app.core.models import Diagnosis
 from app.core.reader import BLOCK
@@ -282,12 +283,7 @@ def _excerpt(d: Diagnosis, file: str | None) -> list[tuple[int, str]]:
 )
 @click.option("--api-key", envvar="TRACELORE_API_KEY", default=None, help="API key for --server [TRACELORE_API_KEY].")
 @click.option("--poll", is_flag=True, help="Poll the files instead of waiting for the kernel's change events.")
-@click.option(
-    "--signatures",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Signature folder [TRACELORE_SIGNATURES_DIR].",
-)
+@SIGNATURES
 def watch_command(
     paths: tuple[str, ...],
     exit_on: str,
@@ -477,12 +473,7 @@ def _restore_signals(previous: dict[int, object]) -> None:
     default=None,
     help="Address of the service the encyclopedia links point at [TRACELORE_BASE_URL].",
 )
-@click.option(
-    "--signatures",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Signature folder [TRACELORE_SIGNATURES_DIR].",
-)
+@SIGNATURES
 def lsp_command(base_url: str | None, signatures: Path | None) -> None:
     """Run the language server for log files over standard input and output (for editors)."""
     from app.cli import _library
