@@ -366,8 +366,7 @@ def _safe_url(url: str) -> str:
 @click.option("--database-url", default=None, help="SQLAlchemy URL [TRACELORE_DATABASE_URL, default SQLite].")
 def serve(host: str | None, port: int | None, workers: int | None, database_url: str | None) -> None:
     """Migrate the database, then serve the web app and API."""
-    import uvicorn
-
+    from app.metrics_dir import metrics_directory
     from app.store.migrate import upgrade
 
     # Workers build their own Settings from the environment (uvicorn factory mode): flags go there first.
@@ -380,6 +379,14 @@ def serve(host: str | None, port: int | None, workers: int | None, database_url:
         upgrade(url)
     except Exception as exc:  # a CLI boundary: say what failed, not a traceback
         raise click.ClickException(f"cannot migrate the database at {_safe_url(url)}: {exc}") from exc
+    # Every worker writes its metrics to one directory, so any worker's /metrics is the whole server's.
+    with metrics_directory():
+        _serve(settings, url)
+
+
+def _serve(settings: Settings, url: str) -> None:
+    import uvicorn
+
     from app.web.app import create_app
 
     try:

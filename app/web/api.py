@@ -324,7 +324,11 @@ def _check_metrics_token(request: Request, settings: Settings) -> None:
 
 
 @ops.get("/metrics", response_class=PlainTextResponse, responses={401: _PROBLEM, 403: _PROBLEM})
-async def metrics_text(request: Request, metrics: MetricsDep, settings: SettingsDep) -> PlainTextResponse:
-    """Prometheus metrics of this process, for the holder of the metrics token."""
+def metrics_text(request: Request, metrics: MetricsDep, settings: SettingsDep) -> Response:
+    """Prometheus metrics of the whole server (every worker), for the holder of the metrics token.
+
+    A plain function: in multiprocess mode a scrape reads every worker's files, off the event loop.
+    """
     _check_metrics_token(request, settings)
-    return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    body, content_type = metrics.render(request.headers.get("accept", ""))
+    return Response(body, media_type=content_type)

@@ -1,99 +1,120 @@
-"""Prometheus metrics in the text exposition format, per process, with no client library."""
+"""Prometheus metrics through `prometheus-client`, summed over every worker process of a server.
+
+`tracelore serve` points PROMETHEUS_MULTIPROC_DIR at a clean directory before any worker
+starts (`app/metrics_dir.py`); each process then keeps its values in memory-mapped files
+there, and a scrape of any worker reads them all, so counters, the histogram and the
+in-flight gauge are the whole server's. Without that variable (an app embedded in a test or
+another server) each `Metrics` keeps its values in its own registry, in memory.
+"""
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, values
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from app.metrics_dir import MULTIPROC_ENV
 
 # Diagnosis latency buckets, in seconds.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
+# The `*_created` series only say when a process first counted; multiprocess mode never has them.
+# (The library leaves these functions unannotated.)
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
-def _labels(names: tuple[str, ...], values: tuple[str, ...]) -> str:
-    def esc(v: str) -> str:
-        return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
-    return "{" + ",".join(f'{n}="{esc(v)}"' for n, v in zip(names, values, strict=True)) + "}"
+def multiprocess() -> bool:
+    """Whether values go to PROMETHEUS_MULTIPROC_DIR (decided by the library when it was first imported)."""
+    return values.ValueClass is not values.MutexValue
 
 
 class Metrics:
-    """Counters and one histogram; safe to update from worker threads."""
+    """Counters, one histogram and one gauge; safe to update from worker threads."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.requests: Counter[tuple[str, str, str]] = Counter()  # method, route, status
-        self.rejections: Counter[tuple[str]] = Counter()  # reason
-        self.candidates: Counter[tuple[str, str]] = Counter()  # id, role
-        self.latency_counts = [0] * len(BUCKETS)
-        self.latency_sum = 0.0
-        self.latency_count = 0
-        self.in_flight = 0
+        self.registry = CollectorRegistry(auto_describe=True)
+        # In multiprocess mode values live in the directory's files whatever registry holds the
+        # metric; each scrape collects them with a fresh MultiProcessCollector instead.
+        owner = None if multiprocess() else self.registry
+        self.requests = Counter(
+            "tracelore_http_requests",
+            "HTTP responses by method, route and status.",
+            ("method", "route", "status"),
+            registry=owner,
+        )
+        self.rejections = Counter(
+            "tracelore_rejections", "Requests refused, by reason (problem type).", ("reason",), registry=owner
+        )
+        self.candidates = Counter(
+            "tracelore_candidates",
+            "Candidate failures reported, by signature id and role.",
+            ("id", "role"),
+            registry=owner,
+        )
+        self.latency = Histogram(
+            "tracelore_diagnosis_seconds",
+            "Time to diagnose one log (read, match, rank).",
+            buckets=BUCKETS,
+            registry=owner,
+        )
+        self.in_flight = Gauge(
+            "tracelore_diagnoses_in_flight",
+            "Diagnoses running now in the server's live processes.",
+            multiprocess_mode="livesum",
+            registry=owner,
+        )
 
     def request(self, method: str, route: str, status: int) -> None:
         """Count one HTTP response."""
-        with self._lock:
-            self.requests[(method, route, str(status))] += 1
+        self.requests.labels(method, route, str(status)).inc()
 
     def rejection(self, reason: str) -> None:
         """Count one rejected request by problem type."""
-        with self._lock:
-            self.rejections[(reason,)] += 1
+        self.rejections.labels(reason).inc()
 
     def diagnosis(self, seconds: float, candidates: Iterable[tuple[str, str]]) -> None:
         """Record one diagnosis: its latency and the candidates it found."""
-        with self._lock:
-            for i, bound in enumerate(BUCKETS):
-                if seconds <= bound:
-                    self.latency_counts[i] += 1
-            self.latency_sum += seconds
-            self.latency_count += 1
-            for key in candidates:
-                self.candidates[key] += 1
+        self.latency.observe(seconds)
+        for sig_id, role in candidates:
+            self.candidates.labels(sig_id, role).inc()
 
     def add_in_flight(self, delta: int) -> None:
         """Move the in-flight gauge."""
-        with self._lock:
-            self.in_flight += delta
+        self.in_flight.inc(delta)
 
-    def render(self) -> str:
-        """The exposition text."""
-        with self._lock:
-            out: list[str] = []
-            out += [
-                "# HELP tracelore_http_requests_total HTTP responses by method, route and status.",
-                "# TYPE tracelore_http_requests_total counter",
-            ]
-            for key, n in sorted(self.requests.items()):
-                out.append(f"tracelore_http_requests_total{_labels(('method', 'route', 'status'), key)} {n}")
-            out += [
-                "# HELP tracelore_rejections_total Requests refused, by reason (problem type).",
-                "# TYPE tracelore_rejections_total counter",
-            ]
-            for reason, n in sorted(self.rejections.items()):
-                out.append(f"tracelore_rejections_total{_labels(('reason',), reason)} {n}")
-            out += [
-                "# HELP tracelore_candidates_total Candidate failures reported, by signature id and role.",
-                "# TYPE tracelore_candidates_total counter",
-            ]
-            for id_role, n in sorted(self.candidates.items()):
-                out.append(f"tracelore_candidates_total{_labels(('id', 'role'), id_role)} {n}")
-            out += [
-                "# HELP tracelore_diagnosis_seconds Time to diagnose one log (read, match, rank).",
-                "# TYPE tracelore_diagnosis_seconds histogram",
-            ]
-            for bound, n in zip(BUCKETS, self.latency_counts, strict=True):
-                out.append(f'tracelore_diagnosis_seconds_bucket{{le="{bound}"}} {n}')
-            out.append(f'tracelore_diagnosis_seconds_bucket{{le="+Inf"}} {self.latency_count}')
-            out.append(f"tracelore_diagnosis_seconds_sum {self.latency_sum:.6f}")
-            out.append(f"tracelore_diagnosis_seconds_count {self.latency_count}")
-            out += [
-                "# HELP tracelore_diagnoses_in_flight Diagnoses running now in this process.",
-                "# TYPE tracelore_diagnoses_in_flight gauge",
-                f"tracelore_diagnoses_in_flight {self.in_flight}",
-            ]
-            return "\n".join(out) + "\n"
+    def render(self, accept: str = "") -> tuple[bytes, str]:
+        """The exposition in the format the scraper accepts, and its content type."""
+        encode, content_type = choose_encoder(accept)
+        if not multiprocess():
+            return encode(self.registry), content_type
+        directory = os.environ[MULTIPROC_ENV]
+        _forget_dead_processes(Path(directory))
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+        return encode(registry), content_type
+
+
+def _forget_dead_processes(directory: Path) -> None:
+    """Drop the in-flight gauge of workers that died (uvicorn replaces them); their counts stay."""
+    for file in directory.glob("gauge_live*_*.db"):
+        pid = file.stem.rpartition("_")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            mark_process_dead(int(pid), str(directory))  # type: ignore[no-untyped-call]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 API_PREFIX = "/api/v1"

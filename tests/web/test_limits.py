@@ -19,7 +19,7 @@ OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
 def _in_flight(client: httpx.Client) -> int:
     for line in client.get("/metrics", headers=METRICS_AUTH).text.splitlines():
         if line.startswith("tracelore_diagnoses_in_flight "):
-            return int(line.split()[1])
+            return int(float(line.split()[1]))
     raise AssertionError("no in-flight gauge")
 
 
