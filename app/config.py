@@ -74,6 +74,9 @@ class Settings(BaseModel):
     secret_key: str = Field(
         "", description="signs sessions and hashes client addresses; empty: one is generated and kept in the database"
     )
+    previous_secret_keys: tuple[str, ...] = Field(
+        (), description="keys that signed before secret_key, still accepted (comma list, newest first)"
+    )
     quota_anonymous: int = Field(3, ge=0, description="diagnoses a day per client address without an account")
     quota_free: int = Field(10, ge=0, description="diagnoses a day per signed-in account")
     quota_verified: int = Field(50, ge=0, description="diagnoses a day per account whose e-mail is verified")
@@ -111,6 +114,11 @@ class Settings(BaseModel):
     @classmethod
     def _no_cache(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("previous_secret_keys", mode="before")
+    @classmethod
+    def _key_list(cls, value: object) -> object:
+        return tuple(key.strip() for key in value.split(",") if key.strip()) if isinstance(value, str) else value
 
     @field_validator("database_url")
     @classmethod

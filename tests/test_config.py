@@ -39,3 +39,10 @@ def test_cache_dir_defaults_to_the_user_cache_and_empty_turns_it_off(monkeypatch
     assert Settings().cache_dir == Path("/var/cache/someone/tracelore")
     monkeypatch.setenv("TRACELORE_CACHE_DIR", "")
     assert Settings().cache_dir is None
+
+
+def test_previous_secret_keys_are_a_comma_list_newest_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACELORE_PREVIOUS_SECRET_KEYS", " key-2025 ,key-2024,, ")
+    assert Settings().previous_secret_keys == ("key-2025", "key-2024")
+    monkeypatch.setenv("TRACELORE_PREVIOUS_SECRET_KEYS", "")
+    assert Settings().previous_secret_keys == ()

@@ -38,8 +38,9 @@ from app.web.identity import (
     check_csrf,
     clock,
     secret,
+    session_cookie,
     session_token,
-    sign,
+    signing_keys,
 )
 from app.web.quota import tiers, usage_now
 
@@ -286,7 +287,7 @@ async def sign_in_confirm(request: Request, settings: SettingsDep) -> Response:
     response = RedirectResponse(request.url_for("account").path, status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
-        sign(secret(request), session_token_, "session"),
+        session_cookie(signing_keys(request), session_token_),
         max_age=settings.session_days * 86400,
         httponly=True,
         samesite="lax",

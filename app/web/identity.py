@@ -4,20 +4,31 @@ Anonymous callers are counted by client address, hashed with the server secret s
 database never holds an address; IPv6 clients by their /64, which one household gets.
 The address is the TCP peer's: `X-Forwarded-For` counts only from the proxies listed in
 TRACELORE_FORWARDED_ALLOW_IPS, which uvicorn applies (none by default).
+
+Signing is `itsdangerous`'s: the session cookie is a `TimestampSigner` value that expires
+with TRACELORE_SESSION_DAYS, a form's CSRF token a `Signer` signature of the browser's CSRF
+cookie. TRACELORE_SECRET_KEY signs; it and TRACELORE_PREVIOUS_SECRET_KEYS verify, so keys
+rotate without signing anyone out. Cookies signed before this format (a bare HMAC) no
+longer verify: such a browser is signed out (its session row expires as usual) and a form
+it had open asks for a reload; nothing fails.
+
+Hand-written, because no signing library serves them: the client-address hash (a stable
+keyed pseudonym that is stored and compared, never verified, and keyed by the newest key
+only: rotating the key starts anonymous allowances afresh) and the same-origin checks.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from fastapi import Request
+from itsdangerous import BadSignature, Signer, TimestampSigner
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.datastructures import URL
 
@@ -66,18 +77,25 @@ def secret(request: Request) -> bytes:
     return cached
 
 
-def sign(key: bytes, value: str, purpose: str) -> str:
-    """value.signature, the signature bound to a purpose."""
-    mac = hmac.new(key, f"{purpose}:{value}".encode(), hashlib.sha256).digest()[:18]
-    return f"{value}.{base64.urlsafe_b64encode(mac).decode()}"
+def signing_keys(request: Request) -> list[bytes]:
+    """Every key a signature may carry, oldest first: itsdangerous signs with the last and tries them all."""
+    settings: Settings = request.app.state.settings
+    return [*(key.encode() for key in reversed(settings.previous_secret_keys)), secret(request)]
 
 
-def unsign(key: bytes, signed: str, purpose: str) -> str | None:
-    """The value of a signed string, or None if the signature does not match."""
-    value, _, _mac = signed.rpartition(".")
-    if not value or len(signed) > 512:
-        return None
-    return value if hmac.compare_digest(sign(key, value, purpose), signed) else None
+def session_signer(keys: Sequence[bytes]) -> TimestampSigner:
+    """Signs session cookies (a timestamp inside: they expire)."""
+    return TimestampSigner(list(keys), salt="tracelore.session", key_derivation="hmac", digest_method=hashlib.sha256)
+
+
+def csrf_signer(keys: Sequence[bytes]) -> Signer:
+    """Signs CSRF seeds; the signature alone is a form's token."""
+    return Signer(list(keys), salt="tracelore.csrf", key_derivation="hmac", digest_method=hashlib.sha256)
+
+
+def session_cookie(keys: Sequence[bytes], token: str) -> str:
+    """The session cookie's value for a session token, signed with the newest key."""
+    return session_signer(keys).sign(token).decode()
 
 
 def client_network(host: str) -> str:
@@ -98,9 +116,16 @@ def anonymous_id(key: bytes, host: str) -> str:
 
 
 def session_token(request: Request) -> str | None:
-    """The session token of a signed session cookie, if the signature holds."""
+    """The session token of the session cookie, if a known key signed it within the session lifetime."""
     cookie = request.cookies.get(SESSION_COOKIE)
-    return unsign(secret(request), cookie, "session") if cookie else None
+    if not cookie or len(cookie) > 512:
+        return None
+    settings: Settings = request.app.state.settings
+    try:
+        token = session_signer(signing_keys(request)).unsign(cookie, max_age=settings.session_days * 86400)
+    except BadSignature:  # forged, signed with a retired key, expired, or of the earlier format
+        return None
+    return token.decode()
 
 
 def _bearer(request: Request) -> str | None:
@@ -162,7 +187,7 @@ def csrf_token(request: Request) -> str:
     seed = csrf_seed(request)
     if not seed:
         return ""
-    return sign(secret(request), seed, "csrf").rpartition(".")[2]
+    return csrf_signer(signing_keys(request)).get_signature(seed).decode()
 
 
 def same_origin(request: Request) -> bool:
@@ -199,6 +224,6 @@ async def check_form_origin(request: Request) -> None:
 def check_csrf(request: Request, form: Any) -> None:
     """Refuse a form without a valid CSRF token (its origin is checked for every form by check_form_origin)."""
     sent = str(form.get("csrf") or "")
-    expected = csrf_token(request)
-    if not sent or not expected or not hmac.compare_digest(sent, expected):
+    seed = csrf_seed(request)
+    if not sent or not seed or len(sent) > 200 or not csrf_signer(signing_keys(request)).verify_signature(seed, sent):
         raise Forbidden("the form has expired or did not come from this site; reload the page and submit it again")

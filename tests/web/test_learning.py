@@ -19,7 +19,7 @@ from app.learning import resolve_clusters
 from app.store import accounts
 from app.store.learning import clusters
 from app.store.tables import DiagnosisRow, UnknownLineRow
-from app.web.identity import SESSION_COOKIE, sign
+from app.web.identity import SESSION_COOKIE, session_cookie
 from app.web.learning import learn_logged
 from tests.conftest import BACKENDS, database_for
 from tests.support import LiveServer, library_without, live_server, make_settings
@@ -133,7 +133,7 @@ def test_the_unknowns_page_is_for_signed_in_admins(server: LiveServer) -> None:
         with server.app.state.sessionmaker.begin() as session:
             account = accounts.ensure_account(session, "ops@example.com", now=accounts.utcnow())
             token = accounts.create_session(session, account.id, now=accounts.utcnow(), lifetime=timedelta(hours=1))
-        client.cookies.set(SESSION_COOKIE, sign(b"test-secret", token, "session"))
+        client.cookies.set(SESSION_COOKIE, session_cookie([b"test-secret"], token))
         assert client.get("/admin/unknowns", headers=HTML).status_code == 403
         with server.app.state.sessionmaker.begin() as session:
             accounts.set_admin(session, "ops@example.com", True)
