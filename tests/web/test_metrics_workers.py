@@ -119,3 +119,26 @@ def test_a_directory_the_operator_gives_is_emptied_of_an_earlier_runs_counts(
     with metrics_directory() as directory:
         assert directory == given and sorted(p.name for p in given.iterdir()) == ["README"]
     assert os.environ[MULTIPROC_ENV] == str(given) and given.is_dir()  # the operator's, left in place
+
+
+def test_a_worker_that_died_mid_diagnosis_leaves_its_counts_but_not_its_in_flight(tmp_path: Path) -> None:
+    directory = tmp_path / "metrics"
+    directory.mkdir()
+    env = {**os.environ, MULTIPROC_ENV: str(directory)}
+    dies = (  # a worker killed while it held a diagnosis: no code after this runs
+        "import os; from app.web.metrics import Metrics; m = Metrics(); "
+        "m.request('POST', '/api/v1/diagnoses', 201); m.add_in_flight(1); os._exit(1)"
+    )
+    scrapes = "from app.web.metrics import Metrics; print(Metrics().render()[0].decode())"
+    died = subprocess.run([sys.executable, "-c", dies], env=env, cwd=Path(__file__).parents[2])
+    assert died.returncode == 1 and len(list(directory.glob("gauge_livesum_*.db"))) == 1
+    text = subprocess.run(
+        [sys.executable, "-c", scrapes],
+        env=env,
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert 'tracelore_http_requests_total{method="POST",route="/api/v1/diagnoses",status="201"} 1.0' in text
+    assert "tracelore_diagnoses_in_flight 0.0" in text
