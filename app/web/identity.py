@@ -7,7 +7,8 @@ TRACELORE_FORWARDED_ALLOW_IPS, which uvicorn applies (none by default).
 
 Signing is `itsdangerous`'s: the session cookie is a `TimestampSigner` value that expires
 with TRACELORE_SESSION_DAYS, a form's CSRF token a `Signer` signature of the browser's CSRF
-cookie. TRACELORE_SECRET_KEY signs; it and TRACELORE_PREVIOUS_SECRET_KEYS verify, so keys
+cookie (no timestamp: that cookie ends with the browser session, and an expiry would only
+refuse forms left open). TRACELORE_SECRET_KEY signs; it and TRACELORE_PREVIOUS_SECRET_KEYS verify, so keys
 rotate without signing anyone out. Cookies signed before this format (a bare HMAC) no
 longer verify: such a browser is signed out (its session row expires as usual) and a form
 it had open asks for a reload; nothing fails.
