@@ -68,9 +68,10 @@ _LAUNCHERS = (
 )
 
 # The oldest Linux driver of each CUDA major (minor version compatibility covers the rest of
-# the major): https://docs.nvidia.com/deploy/cuda-compatibility/ ("CUDA Toolkit and
-# Corresponding Driver Versions").
-_DRIVER_FOR_MAJOR = {11: (450, 80, 2), 12: (525, 60, 13)}
+# the major): NVIDIA's table "CUDA Toolkit 11.x, 12.x, and 13.x Minimum and Maximum Required
+# Driver Versions", https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
+# (13.x >= 580, 12.x >= 525, 11.x >= 450.80.02 per its note on CUDA 11.0).
+_DRIVER_FOR_MAJOR = {11: (450, 80, 2), 12: (525,), 13: (580,)}
 
 
 def _package(name: str) -> str:
@@ -202,7 +203,7 @@ def _driver_conflicts(facts: list[EnvFact], several: bool) -> list[EnvConflict]:
                 too_old = needed is not None and have.release < needed
                 said = (
                     f"driver {driver.value} ({where(driver, several)}) is older than "
-                    f"{'.'.join(map(str, needed or ()))}, the first of CUDA {major}"
+                    f"{'.'.join(map(str, needed or ()))}, the oldest driver for CUDA {major}"
                 )
             if too_old and not any(c.facts[0] is cuda for c in out):  # once per PyTorch line
                 out.append(

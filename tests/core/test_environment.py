@@ -319,3 +319,20 @@ def test_nccl_info_gives_the_drivers_cuda(shipped_library: Library) -> None:
         ("cuda_driver", "12.0", 1),
         ("nccl", "2.19.3", 2),
     ]
+
+
+def test_a_cuda_13_pytorch_needs_a_580_driver(shipped_library: Library) -> None:
+    """NVIDIA's minor version compatibility table: CUDA 13.x needs a 580 driver, 12.x a 525 one.
+
+    The banner line is Comfy-Org/ComfyUI#10386's; the driver 570.133.07 (a CUDA 12.8 driver,
+    Datura-ai/lium-io#511) in torch.utils.collect_env's wording.
+    """
+    log = b"pytorch version: 2.9.0+cu130\nNvidia driver version: 570.133.07\n"
+    (conflict,) = diagnose(log, shipped_library, threads=1).environment.conflicts
+    assert [(f.name, f.value) for f in conflict.facts] == [("cuda", "13.0"), ("driver", "570.133.07")]
+    assert "older than 580, the oldest driver for CUDA 13" in conflict.summary
+    cu128 = b"pytorch version: 2.7.0+cu128\nNvidia driver version: 570.133.07\n"
+    assert diagnose(cu128, shipped_library, threads=1).environment.conflicts == []
+    cu121_on_520 = b"pytorch version: 2.1.0+cu121\nNvidia driver version: 520.61.05\n"
+    (old,) = diagnose(cu121_on_520, shipped_library, threads=1).environment.conflicts
+    assert "older than 525, the oldest driver for CUDA 12" in old.summary
