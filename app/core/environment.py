@@ -120,7 +120,9 @@ def _values(name: str, hit: LineHit) -> Iterable[tuple[str, str]]:
 
 def _fact(name: str, value: str, hit: LineHit) -> EnvFact:
     line = hit.line
-    return EnvFact(name=name, value=value, line=line.no, file=line.file, rank=line.rank, text=line.text[:500])
+    return EnvFact(
+        name=name, value=value, line=line.no, file=line.file, rank=line.rank, host=line.host, text=line.text[:500]
+    )
 
 
 def read_environment(library: Library, scans: Sequence[FileScan]) -> Environment:
@@ -175,10 +177,13 @@ def _specific_launcher(facts: list[EnvFact]) -> list[EnvFact]:
 
 
 def where(f: EnvFact, several: bool = False) -> str:
-    """`line 3, rank 0`; with the file when the job has several (`rank0.log:3, rank 0`)."""
+    """`line 3, rank 0`; with the file when the job has several (`rank0.log:3, rank 0`), and the
+    host a prefix names when no rank does (`line 9, host node2`)."""
     parts = [f"{f.file}:{f.line}" if several and f.file else f"line {f.line}"]
     if f.rank is not None:
         parts.append(f"rank {f.rank}")
+    elif f.host is not None:
+        parts.append(f"host {f.host}")
     return ", ".join(parts)
 
 
@@ -254,12 +259,20 @@ def _agree(name: str, a: EnvFact, b: EnvFact) -> bool:
 
 
 def _apart(a: EnvFact, b: EnvFact) -> bool:
-    """Whether two lines come from two different ranks (from their prefixes or their files' names).
+    """Whether two lines come from two different ranks (from their prefixes or their files' names)
+    or from two different hosts (NCCL's `host:pid:tid` prefix names the host, not the rank).
 
-    A line without a rank (the launcher's, an unprefixed print, a file named for no rank) may
-    come from any rank: it proves no difference between ranks.
+    A line without a rank or a host (the launcher's, an unprefixed print, a file named for no
+    rank) may come from any rank: it proves no difference between ranks.
     """
-    return a.rank is not None and b.rank is not None and a.rank != b.rank
+    if a.rank is not None and b.rank is not None:
+        return a.rank != b.rank
+    return a.host is not None and b.host is not None and a.host != b.host
+
+
+def _by_host(facts: list[EnvFact]) -> bool:
+    """Whether only their hosts tell the facts apart (no two of them name different ranks)."""
+    return len({f.rank for f in facts if f.rank is not None}) < 2
 
 
 def _rank_conflicts(facts: list[EnvFact], several: bool) -> list[EnvConflict]:
@@ -278,7 +291,7 @@ def _rank_conflicts(facts: list[EnvFact], several: bool) -> list[EnvConflict]:
             out.append(
                 EnvConflict(
                     kind="across_ranks",
-                    summary=f"ranks of one job report different {what}: {shown}",
+                    summary=f"{'nodes' if _by_host(clash) else 'ranks'} of one job report different {what}: {shown}",
                     facts=clash,
                 )
             )

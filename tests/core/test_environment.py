@@ -336,3 +336,45 @@ def test_a_cuda_13_pytorch_needs_a_580_driver(shipped_library: Library) -> None:
     cu121_on_520 = b"pytorch version: 2.1.0+cu121\nNvidia driver version: 520.61.05\n"
     (old,) = diagnose(cu121_on_520, shipped_library, threads=1).environment.conflicts
     assert "older than 525, the oldest driver for CUDA 12" in old.summary
+
+
+# NVIDIA/nccl-tests#284 ("nccl-tests with 2 gpu nodes times out"), the reporter's NCCL_DEBUG=INFO
+# paste from its first "#  Rank  1" line to the master's NCCL version line: the two nodes run
+# drivers for different CUDA versions and NCCL builds for different CUDA versions.
+NCCL_TESTS_284 = """\
+#  Rank  1 Group  0 Pid 475220 on agzen-worker device  0 [0x01] NVIDIA GeForce RTX 4090
+agzen-master:3867861:3867861 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to en
+agzen-master:3867861:3867861 [0] NCCL INFO Bootstrap: Using enp3s0:10.42.0.4<0>
+agzen-worker:475220:475220 [0] NCCL INFO cudaDriverVersion 12020
+agzen-worker:475220:475220 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to en
+agzen-worker:475220:475220 [0] NCCL INFO Bootstrap: Using eno2:10.42.0.2<0>
+agzen-worker:475220:475220 [0] NCCL INFO NCCL version 2.25.1+cuda12.1
+agzen-master:3867861:3867861 [0] NCCL INFO cudaDriverVersion 12040
+agzen-worker:475220:475228 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.
+agzen-worker:475220:475228 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.
+agzen-worker:475220:475228 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to en
+agzen-worker:475220:475228 [0] NCCL INFO NET/Socket : Using [0]eno2:10.42.0.2<0>
+agzen-worker:475220:475228 [0] NCCL INFO PROFILER/Plugin: Could not find: libnccl-profiler.so.
+agzen-worker:475220:475228 [0] NCCL INFO Using network Socket
+agzen-worker:475220:475228 [0] NCCL INFO ncclCommInitRank comm 0x5576e763b9a0 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0xe0aa8fb0c1f75217 - Init START
+agzen-master:3867861:3867861 [0] NCCL INFO NCCL version 2.25.1+cuda12.4
+"""
+
+
+def test_two_nodes_with_drivers_for_different_cuda_versions_are_a_conflict(shipped_library: Library) -> None:
+    """NCCL's prefix names the host, not the rank: lines of two hosts come from two processes."""
+    d = diagnose(NCCL_TESTS_284.encode(), shipped_library, threads=1)
+    (conflict,) = d.environment.conflicts
+    assert conflict.kind == "across_ranks"
+    assert [(f.name, f.value, f.line, f.host) for f in conflict.facts] == [
+        ("cuda_driver", "12.2", 4, "agzen-worker"),
+        ("cuda_driver", "12.4", 8, "agzen-master"),
+    ]
+    assert conflict.summary == (
+        "nodes of one job report different cuda_driver versions: 12.2 (line 4, host agzen-worker); "
+        "12.4 (line 8, host agzen-master)"
+    )
+    lines = NCCL_TESTS_284.split("\n")
+    assert all(lines[f.line - 1] == f.text for f in conflict.facts)  # the evidence is the lines themselves
+    one_host = "\n".join(x for x in lines if not x.startswith("agzen-master")).encode()
+    assert diagnose(one_host, shipped_library, threads=1).environment.conflicts == []
