@@ -378,3 +378,48 @@ def test_two_nodes_with_drivers_for_different_cuda_versions_are_a_conflict(shipp
     assert all(lines[f.line - 1] == f.text for f in conflict.facts)  # the evidence is the lines themselves
     one_host = "\n".join(x for x in lines if not x.startswith("agzen-master")).encode()
     assert diagnose(one_host, shipped_library, threads=1).environment.conflicts == []
+
+
+def test_deepspeed_before_0_16_cannot_refuse_no_sync(shipped_library: Library) -> None:
+    """deepspeedai/DeepSpeed#6793's traceback with a `pip freeze` line put before it.
+
+    DeepSpeed 0.16.0 added the assertion; the thread's workaround was deepspeed==0.15.4.
+    """
+    case = "gh-deepspeedai-deepspeed-6793"
+    alone = _case(case, shipped_library).initiating
+    old = diagnose(_with_line(case, "deepspeed==0.15.4"), shipped_library, threads=1).initiating
+    new = diagnose(_with_line(case, "deepspeed==0.16.0"), shipped_library, threads=1).initiating
+    assert alone is not None and old is not None and new is not None
+    assert alone.id == old.id == new.id == "deepspeed.zero_no_sync"
+    assert old.confidence == pytest.approx(alone.confidence / 2, abs=0.01) and new.confidence == alone.confidence
+    assert "deepspeed 0.15.4 (line 1, rank 0) is outside >=0.16" in old.why
+    assert old.versions == [
+        "The log shows deepspeed 0.15.4 (line 1, rank 0), outside >=0.16 where this failure happens (DeepSpeed 0.16.0 "
+        "added the check that refuses no_sync under ZeRO stages 2 and 3): look for another cause first."
+    ]
+    assert new.versions[1].startswith(
+        "The log shows deepspeed 0.16.0 (line 1, rank 0): DeepSpeed 0.16.0 refuses no_sync"
+    )
+
+
+@pytest.mark.parametrize(
+    ("case_id", "first", "signature", "advice"),
+    [
+        # A T4 refused by flash-attn 2 (microsoft/MInference#51).
+        ("gh-microsoft-minference-51", "flash-attn==2.5.8", "env.flash_attention_unsupported", "on a T4 or RTX 20xx"),
+        # torch._scaled_mm before Ada support (kijai/ComfyUI-HunyuanVideoWrapper#98 names no torch).
+        ("gh-kijai-comfyui-hunyuanvideowrapper-98", "torch==2.2.2", "te.fp8_unsupported_gpu", "PyTorch 2.3 and later"),
+    ],
+)
+def test_version_notes_of_the_new_ranges(
+    shipped_library: Library, case_id: str, first: str, signature: str, advice: str
+) -> None:
+    c = next(
+        c for c in diagnose(_with_line(case_id, first), shipped_library, threads=1).candidates if c.id == signature
+    )
+    package, version = first.split("==")
+    shown = "flash_attn" if package == "flash-attn" else package
+    assert len(c.versions) == 1 and c.versions[0].startswith(f"The log shows {shown} {version} (line 1): ")
+    assert advice in c.versions[0]
+    bare = next(c for c in _case(case_id, shipped_library).candidates if c.id == signature)
+    assert bare.versions == [] and bare.confidence == c.confidence
