@@ -409,6 +409,8 @@ def test_deepspeed_before_0_16_cannot_refuse_no_sync(shipped_library: Library) -
         ("gh-microsoft-minference-51", "flash-attn==2.5.8", "env.flash_attention_unsupported", "on a T4 or RTX 20xx"),
         # torch._scaled_mm before Ada support (kijai/ComfyUI-HunyuanVideoWrapper#98 names no torch).
         ("gh-kijai-comfyui-hunyuanvideowrapper-98", "torch==2.2.2", "te.fp8_unsupported_gpu", "PyTorch 2.3 and later"),
+        # Old _pb2 code under the upb runtime (vm03/payload_dumper#38; the reporter's fix was protobuf 3.19).
+        ("gh-vm03-payload_dumper-38", "protobuf==4.21.1", "env.protobuf_incompatible", "protoc older than 3.19"),
     ],
 )
 def test_version_notes_of_the_new_ranges(
