@@ -50,7 +50,7 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     (
         "package",
         r"(?:\b|`)(?P<pkg>(?i:transformers|accelerate|deepspeed|vllm|numpy|pytorch[_-]lightning|lightning|datasets"
-        r"|peft|trl|flash[_-]attn|triton|megatron[_-]core))`?"
+        r"|peft|trl|flash[_-]attn|triton|megatron[_-]core|protobuf))`?"
         r"(?:(?:==| version:? )(?P<pkg_version>" + _V + r")| (?P<pkg_release>" + _V3 + r"))(?:\W|$)",
     ),
     ("deepspeed", r"\b(?i:deepspeed) info(?::\s?version=|\s\.{2,}\s)(?P<deepspeed>" + _V + r")"),

@@ -68,9 +68,10 @@ _LAUNCHERS = (
 )
 
 # The oldest Linux driver of each CUDA major (minor version compatibility covers the rest of
-# the major): https://docs.nvidia.com/deploy/cuda-compatibility/ ("CUDA Toolkit and
-# Corresponding Driver Versions").
-_DRIVER_FOR_MAJOR = {11: (450, 80, 2), 12: (525, 60, 13)}
+# the major): NVIDIA's table "CUDA Toolkit 11.x, 12.x, and 13.x Minimum and Maximum Required
+# Driver Versions", https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
+# (13.x >= 580, 12.x >= 525, 11.x >= 450.80.02 per its note on CUDA 11.0).
+_DRIVER_FOR_MAJOR = {11: (450, 80, 2), 12: (525,), 13: (580,)}
 
 
 def _package(name: str) -> str:
@@ -119,7 +120,9 @@ def _values(name: str, hit: LineHit) -> Iterable[tuple[str, str]]:
 
 def _fact(name: str, value: str, hit: LineHit) -> EnvFact:
     line = hit.line
-    return EnvFact(name=name, value=value, line=line.no, file=line.file, rank=line.rank, text=line.text[:500])
+    return EnvFact(
+        name=name, value=value, line=line.no, file=line.file, rank=line.rank, host=line.host, text=line.text[:500]
+    )
 
 
 def read_environment(library: Library, scans: Sequence[FileScan]) -> Environment:
@@ -174,10 +177,13 @@ def _specific_launcher(facts: list[EnvFact]) -> list[EnvFact]:
 
 
 def where(f: EnvFact, several: bool = False) -> str:
-    """`line 3, rank 0`; with the file when the job has several (`rank0.log:3, rank 0`)."""
+    """`line 3, rank 0`; with the file when the job has several (`rank0.log:3, rank 0`), and the
+    host a prefix names when no rank does (`line 9, host node2`)."""
     parts = [f"{f.file}:{f.line}" if several and f.file else f"line {f.line}"]
     if f.rank is not None:
         parts.append(f"rank {f.rank}")
+    elif f.host is not None:
+        parts.append(f"host {f.host}")
     return ", ".join(parts)
 
 
@@ -202,7 +208,7 @@ def _driver_conflicts(facts: list[EnvFact], several: bool) -> list[EnvConflict]:
                 too_old = needed is not None and have.release < needed
                 said = (
                     f"driver {driver.value} ({where(driver, several)}) is older than "
-                    f"{'.'.join(map(str, needed or ()))}, the first of CUDA {major}"
+                    f"{'.'.join(map(str, needed or ()))}, the oldest driver for CUDA {major}"
                 )
             if too_old and not any(c.facts[0] is cuda for c in out):  # once per PyTorch line
                 out.append(
@@ -253,12 +259,20 @@ def _agree(name: str, a: EnvFact, b: EnvFact) -> bool:
 
 
 def _apart(a: EnvFact, b: EnvFact) -> bool:
-    """Whether two lines come from two different ranks (from their prefixes or their files' names).
+    """Whether two lines come from two different ranks (from their prefixes or their files' names)
+    or from two different hosts (NCCL's `host:pid:tid` prefix names the host, not the rank).
 
-    A line without a rank (the launcher's, an unprefixed print, a file named for no rank) may
-    come from any rank: it proves no difference between ranks.
+    A line without a rank or a host (the launcher's, an unprefixed print, a file named for no
+    rank) may come from any rank: it proves no difference between ranks.
     """
-    return a.rank is not None and b.rank is not None and a.rank != b.rank
+    if a.rank is not None and b.rank is not None:
+        return a.rank != b.rank
+    return a.host is not None and b.host is not None and a.host != b.host
+
+
+def _by_host(facts: list[EnvFact]) -> bool:
+    """Whether only their hosts tell the facts apart (no two of them name different ranks)."""
+    return len({f.rank for f in facts if f.rank is not None}) < 2
 
 
 def _rank_conflicts(facts: list[EnvFact], several: bool) -> list[EnvConflict]:
@@ -277,7 +291,7 @@ def _rank_conflicts(facts: list[EnvFact], several: bool) -> list[EnvConflict]:
             out.append(
                 EnvConflict(
                     kind="across_ranks",
-                    summary=f"ranks of one job report different {what}: {shown}",
+                    summary=f"{'nodes' if _by_host(clash) else 'ranks'} of one job report different {what}: {shown}",
                     facts=clash,
                 )
             )

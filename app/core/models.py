@@ -203,6 +203,7 @@ class EnvFact(_Frozen):
     line: int
     file: str | None = None
     rank: int | None = None
+    host: str | None = Field(None, description="the host its line's prefix names (NCCL's host:pid:tid, pdsh, syslog)")
     text: str = Field(description="the line that states it")
 
 

@@ -83,10 +83,12 @@ RULES: tuple[PrefixRule, ...] = (
     _rule("mpirun", r"\[(?P<job>\d{1,6}),(?P<rank>\d{1,6})\]<(?:stdout|stderr|stddiag)>:[ ]?"),
     # Slurm srun --label, and torchrun's "--tee" with a numeric line prefix: "3: "
     _rule("srun_label", r"(?P<rank>\d{1,6}): "),
-    # NCCL debug lines: "host:pid:tid [3] NCCL INFO ..." (the NCCL word stays content)
+    # NCCL debug lines: "host:pid:tid [3] NCCL INFO ..." (the NCCL word stays content). The
+    # bracket is the CUDA device the thread uses (cudaGetDevice in NCCL's src/debug.cc), a local
+    # GPU index that every node repeats, never the global rank.
     _rule(
         "nccl",
-        r"(?P<host>[A-Za-z0-9][\w.-]{0,62}):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<rank>\d{1,6})\] (?=NCCL)",
+        r"(?P<host>[A-Za-z0-9][\w.-]{0,62}):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<device>\d{1,6})\] (?=NCCL)",
     ),
     # ISO 8601 and Python logging's "[YYYY-MM-DD HH:MM:SS,mmm]", bracketed or not
     # (Hydra and some loggers put the next bracket right after it: "[2026-12-01 14:47:53,760][eval][INFO]")

@@ -319,3 +319,109 @@ def test_nccl_info_gives_the_drivers_cuda(shipped_library: Library) -> None:
         ("cuda_driver", "12.0", 1),
         ("nccl", "2.19.3", 2),
     ]
+
+
+def test_a_cuda_13_pytorch_needs_a_580_driver(shipped_library: Library) -> None:
+    """NVIDIA's minor version compatibility table: CUDA 13.x needs a 580 driver, 12.x a 525 one.
+
+    The banner line is Comfy-Org/ComfyUI#10386's; the driver 570.133.07 (a CUDA 12.8 driver,
+    Datura-ai/lium-io#511) in torch.utils.collect_env's wording.
+    """
+    log = b"pytorch version: 2.9.0+cu130\nNvidia driver version: 570.133.07\n"
+    (conflict,) = diagnose(log, shipped_library, threads=1).environment.conflicts
+    assert [(f.name, f.value) for f in conflict.facts] == [("cuda", "13.0"), ("driver", "570.133.07")]
+    assert "older than 580, the oldest driver for CUDA 13" in conflict.summary
+    cu128 = b"pytorch version: 2.7.0+cu128\nNvidia driver version: 570.133.07\n"
+    assert diagnose(cu128, shipped_library, threads=1).environment.conflicts == []
+    cu121_on_520 = b"pytorch version: 2.1.0+cu121\nNvidia driver version: 520.61.05\n"
+    (old,) = diagnose(cu121_on_520, shipped_library, threads=1).environment.conflicts
+    assert "older than 525, the oldest driver for CUDA 12" in old.summary
+
+
+# NVIDIA/nccl-tests#284 ("nccl-tests with 2 gpu nodes times out"), the reporter's NCCL_DEBUG=INFO
+# paste from its first "#  Rank  1" line to the master's NCCL version line: the two nodes run
+# drivers for different CUDA versions and NCCL builds for different CUDA versions.
+NCCL_TESTS_284 = """\
+#  Rank  1 Group  0 Pid 475220 on agzen-worker device  0 [0x01] NVIDIA GeForce RTX 4090
+agzen-master:3867861:3867861 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to en
+agzen-master:3867861:3867861 [0] NCCL INFO Bootstrap: Using enp3s0:10.42.0.4<0>
+agzen-worker:475220:475220 [0] NCCL INFO cudaDriverVersion 12020
+agzen-worker:475220:475220 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to en
+agzen-worker:475220:475220 [0] NCCL INFO Bootstrap: Using eno2:10.42.0.2<0>
+agzen-worker:475220:475220 [0] NCCL INFO NCCL version 2.25.1+cuda12.1
+agzen-master:3867861:3867861 [0] NCCL INFO cudaDriverVersion 12040
+agzen-worker:475220:475228 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.
+agzen-worker:475220:475228 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.
+agzen-worker:475220:475228 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to en
+agzen-worker:475220:475228 [0] NCCL INFO NET/Socket : Using [0]eno2:10.42.0.2<0>
+agzen-worker:475220:475228 [0] NCCL INFO PROFILER/Plugin: Could not find: libnccl-profiler.so.
+agzen-worker:475220:475228 [0] NCCL INFO Using network Socket
+agzen-worker:475220:475228 [0] NCCL INFO ncclCommInitRank comm 0x5576e763b9a0 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0xe0aa8fb0c1f75217 - Init START
+agzen-master:3867861:3867861 [0] NCCL INFO NCCL version 2.25.1+cuda12.4
+"""
+
+
+def test_two_nodes_with_drivers_for_different_cuda_versions_are_a_conflict(shipped_library: Library) -> None:
+    """NCCL's prefix names the host, not the rank: lines of two hosts come from two processes."""
+    d = diagnose(NCCL_TESTS_284.encode(), shipped_library, threads=1)
+    (conflict,) = d.environment.conflicts
+    assert conflict.kind == "across_ranks"
+    assert [(f.name, f.value, f.line, f.host) for f in conflict.facts] == [
+        ("cuda_driver", "12.2", 4, "agzen-worker"),
+        ("cuda_driver", "12.4", 8, "agzen-master"),
+    ]
+    assert conflict.summary == (
+        "nodes of one job report different cuda_driver versions: 12.2 (line 4, host agzen-worker); "
+        "12.4 (line 8, host agzen-master)"
+    )
+    lines = NCCL_TESTS_284.split("\n")
+    assert all(lines[f.line - 1] == f.text for f in conflict.facts)  # the evidence is the lines themselves
+    one_host = "\n".join(x for x in lines if not x.startswith("agzen-master")).encode()
+    assert diagnose(one_host, shipped_library, threads=1).environment.conflicts == []
+
+
+def test_deepspeed_before_0_16_cannot_refuse_no_sync(shipped_library: Library) -> None:
+    """deepspeedai/DeepSpeed#6793's traceback with a `pip freeze` line put before it.
+
+    DeepSpeed 0.16.0 added the assertion; the thread's workaround was deepspeed==0.15.4.
+    """
+    case = "gh-deepspeedai-deepspeed-6793"
+    alone = _case(case, shipped_library).initiating
+    old = diagnose(_with_line(case, "deepspeed==0.15.4"), shipped_library, threads=1).initiating
+    new = diagnose(_with_line(case, "deepspeed==0.16.0"), shipped_library, threads=1).initiating
+    assert alone is not None and old is not None and new is not None
+    assert alone.id == old.id == new.id == "deepspeed.zero_no_sync"
+    assert old.confidence == pytest.approx(alone.confidence / 2, abs=0.01) and new.confidence == alone.confidence
+    assert "deepspeed 0.15.4 (line 1, rank 0) is outside >=0.16" in old.why
+    assert old.versions == [
+        "The log shows deepspeed 0.15.4 (line 1, rank 0), outside >=0.16 where this failure happens (DeepSpeed 0.16.0 "
+        "added the check that refuses no_sync under ZeRO stages 2 and 3): look for another cause first."
+    ]
+    assert new.versions[1].startswith(
+        "The log shows deepspeed 0.16.0 (line 1, rank 0): DeepSpeed 0.16.0 refuses no_sync"
+    )
+
+
+@pytest.mark.parametrize(
+    ("case_id", "first", "signature", "advice"),
+    [
+        # A T4 refused by flash-attn 2 (microsoft/MInference#51).
+        ("gh-microsoft-minference-51", "flash-attn==2.5.8", "env.flash_attention_unsupported", "on a T4 or RTX 20xx"),
+        # torch._scaled_mm before Ada support (kijai/ComfyUI-HunyuanVideoWrapper#98 names no torch).
+        ("gh-kijai-comfyui-hunyuanvideowrapper-98", "torch==2.2.2", "te.fp8_unsupported_gpu", "PyTorch 2.3 and later"),
+        # Old _pb2 code under the upb runtime (vm03/payload_dumper#38; the reporter's fix was protobuf 3.19).
+        ("gh-vm03-payload_dumper-38", "protobuf==4.21.1", "env.protobuf_incompatible", "protoc older than 3.19"),
+    ],
+)
+def test_version_notes_of_the_new_ranges(
+    shipped_library: Library, case_id: str, first: str, signature: str, advice: str
+) -> None:
+    c = next(
+        c for c in diagnose(_with_line(case_id, first), shipped_library, threads=1).candidates if c.id == signature
+    )
+    package, version = first.split("==")
+    shown = "flash_attn" if package == "flash-attn" else package
+    assert len(c.versions) == 1 and c.versions[0].startswith(f"The log shows {shown} {version} (line 1): ")
+    assert advice in c.versions[0]
+    bare = next(c for c in _case(case_id, shipped_library).candidates if c.id == signature)
+    assert bare.versions == [] and bare.confidence == c.confidence

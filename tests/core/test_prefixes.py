@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
+from app.core.diagnose import diagnose_many
+from app.core.library import Library
 from app.core.prefixes import parse_prefixes
 from app.core.times import Yearless
+from app.corpus import load_case
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "cases"
 
 CASES = [
     # line, rank, host, time, content
@@ -34,7 +40,8 @@ CASES = [
         Yearless.at(6, 14, 10, 12, 33, 456789),
         "[Rank 0] Watchdog",
     ),
-    ("node1:1234:5678 [2] NCCL INFO Bootstrap", 2, "node1", None, "NCCL INFO Bootstrap"),
+    # NCCL's "[2]" is the CUDA device the process uses (cudaGetDevice, src/debug.cc), not a rank
+    ("node1:1234:5678 [2] NCCL INFO Bootstrap", None, "node1", None, "NCCL INFO Bootstrap"),
     ("[12345.678901] NVRM: Xid (PCI:0000:3b:00): 79", None, None, None, "NVRM: Xid (PCI:0000:3b:00): 79"),
     (
         "Jun 14 10:12:33 node7 kernel: [12345.678] Out of memory",
@@ -73,3 +80,19 @@ def test_recent_c10_logging_has_an_unpadded_month_and_no_thread_id() -> None:
 def test_docker_compose_service_prefix_is_stripped() -> None:
     line = "trainer-1  | _pickle.UnpicklingError: pickle data was truncated"
     assert line[parse_prefixes(line).end :] == "_pickle.UnpicklingError: pickle data was truncated"
+
+
+def test_an_nccl_device_index_is_not_a_rank(shipped_library: Library) -> None:
+    """NCCL's `host:pid:tid [N]` prints the CUDA device the thread uses, the local GPU index.
+
+    vllm-project/vllm#10453: the process that prints `[rank1]:` logs its NCCL lines on device `[0]`.
+    NVIDIA/nccl#1814: a per-rank file of NCCL lines on device `[4]` is the rank its name gives.
+    """
+    vllm = load_case(CORPUS / "gh-vllm-project-vllm-10453").read()[0][1].decode().split("\n")
+    assert vllm[0].startswith("h100-2:412:433 [0] NCCL INFO") and parse_prefixes(vllm[0]).rank is None
+    paste = (CORPUS / "gh-nvidia-nccl-1814" / "log.txt").read_bytes()
+    assert b"hostname-test:984:1357 [4] NCCL INFO" in paste
+    d = diagnose_many([("rank12.log", paste)], shipped_library, threads=1)
+    c = d.candidates[0]
+    assert (c.id, c.rank) == ("nccl.network_ib", 12)
+    assert {e.rank for e in c.evidence} == {12}  # never device 4 taken for rank 4

@@ -7,6 +7,7 @@ import re
 import httpx
 import pytest
 
+from tests.core.test_environment import NCCL_TESTS_284
 from tests.core.test_ranker import OOM_CASCADE
 from tests.support import REPO, SAMPLES, LiveServer
 
@@ -157,6 +158,16 @@ def test_the_environment_panel_shows_the_logs_facts_above_the_evidence(client: h
     assert "<dt>GPU</dt><dd><code>NVIDIA H100</code>" in panel and "line 3" in panel
     assert "Conflicts" not in panel
     assert html.index('class="panel environment"') < html.index("<h3>Evidence</h3>")
+
+
+def test_the_environment_panel_names_the_host_of_nccls_lines(client: httpx.Client) -> None:
+    """NVIDIA/nccl-tests#284's two nodes report drivers for different CUDA versions; NCCL names hosts, not ranks."""
+    r = submit(client, files={"log": (None, NCCL_TESTS_284)})
+    html = client.get(r.headers["location"], headers=HTML).text
+    panel = html.split('class="panel environment"', 1)[1].split("</section>", 1)[0]
+    assert "<code>12.2</code> <span" in panel and "line 4, host agzen-worker</span>" in panel
+    assert "line 8, host agzen-master</span>" in panel
+    assert "<h3>Conflicts the log proves</h3>" in panel and "nodes of one job report different cuda_driver" in panel
 
 
 def test_a_time_without_a_year_is_shown_without_one(client: httpx.Client) -> None:
