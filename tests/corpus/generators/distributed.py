@@ -1699,7 +1699,6 @@ def per_rank_unused(out: Path):
     per_rank(out, "gen-dist-per-rank-unused-parameters", 2, "--scenario", "unused_params")
 
 
-
 # --------------------------------------------------------------------------- flight recorder
 # A training program that keeps PyTorch's flight recorder (TORCH_FR_BUFFER_SIZE) and writes each
 # rank's trace when it fails or is stopped, so that torchfrtrace can be run on the dumps.
