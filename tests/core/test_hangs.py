@@ -69,6 +69,8 @@ def test_the_rank_that_hung_is_named(case_id: str, rank: int, why: str, shipped_
         # Mismatched collectives: every rank of the job reports a gloo timeout, none is missing.
         "gen-dist-collective-order-3ranks-nodebug",
         "gen-dist-collective-shape-mismatch-nodebug",
+        # Ranks 1 and 3 of 4 hang; torchfrtrace reports both missing ("missing ranks: {1, 3}").
+        "gen-dist-per-rank-fr-missing-two-ranks",
     ],
 )
 def test_no_suspect_is_guessed_when_the_log_does_not_tell(case_id: str, shipped_library: Library) -> None:
@@ -211,3 +213,12 @@ def test_the_analysis_lines_of_a_public_paste_are_read(sig_id: str, shipped_libr
     missing = [m for line in lines if (m := patterns["fr_missing_ranks"].search(line))]
     assert [m["fr_collective"] for m in header] == ["31117"]
     assert [m["fr_missing_ranks"] for m in missing] == ["3, 4, 5, 6, 7"]
+
+
+def test_an_analysis_that_finds_several_ranks_missing_names_none(shipped_library: Library) -> None:
+    # Ranks 1 and 3 of 4 hang: the analysis is read (its lines are the timeout's evidence) but
+    # names two ranks, and the waiting lines cannot tell which one the others waited for.
+    d = _diagnose("gen-dist-per-rank-fr-missing-two-ranks", shipped_library)
+    assert d.initiating is not None and d.initiating.id == "dist.gloo_timeout"
+    assert [e.text for e in d.initiating.evidence if e.pattern == "fr_missing_ranks"] == ["missing ranks: {1, 3}"]
+    assert d.hang is None

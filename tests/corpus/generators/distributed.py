@@ -1712,7 +1712,7 @@ from torch._C._distributed_c10d import _dump_fr_trace
 from torch.distributed import ProcessGroupGloo
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-HANG_RANK, HANG_STEP = int(sys.argv[1]), int(sys.argv[2])
+HANG_RANKS, HANG_STEP = {int(r) for r in sys.argv[1].split(",")}, int(sys.argv[2])
 rank = int(os.environ["RANK"])
 logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", level=logging.INFO)
 log = logging.getLogger("train")
@@ -1750,7 +1750,7 @@ def main():
     gen = torch.Generator().manual_seed(1234 + rank)
     log.info(f"[rank{rank}] world_size={world} backend=gloo flight recorder buffer={os.environ['TORCH_FR_BUFFER_SIZE']}")
     for step in range(20):
-        if rank == HANG_RANK and step == HANG_STEP:
+        if rank in HANG_RANKS and step == HANG_STEP:
             time.sleep(3600)   # stuck (e.g. on a dead NFS read); never comes back
         x, y = torch.randn(16, 32, generator=gen), torch.randint(0, 4, (16,), generator=gen)
         loss = F.cross_entropy(model(x), y)
@@ -1773,15 +1773,10 @@ except Exception:
 """
 
 
-@scenario
-def per_rank_fr_missing_rank(out: Path):
-    """Per-rank files of a 3-rank DDP job with the flight recorder on: rank 1 blocks forever at
-    step 6; ranks 0 and 2 wait in the step's gradient all_reduce and time out after 15 s (gloo),
-    log it and write their flight recorder traces; torchrun then SIGTERMs rank 1, which writes
-    its own. torchfrtrace (torch.distributed.flight_recorder.fr_trace) is then run on the three
-    traces; its output is saved beside the ranks' files as fr_trace.log."""
-    case = "gen-dist-per-rank-fr-missing-rank"
-    nproc = 3
+def fr_per_rank(out: Path, case: str, nproc: int, hang_ranks: str, hang_step: int) -> None:
+    """torchrun --log-dir D --redirects 3 runs FR_TRAIN (rankN.log as in per_rank); then
+    torchfrtrace (torch.distributed.flight_recorder.fr_trace) is run on the ranks' flight
+    recorder traces and its output is saved beside them as fr_trace.log."""
     wd = _workdir()
     (wd / "train_ddp.py").write_text(FR_TRAIN)
     (wd / "run.sh").write_text(RUN_SH.format(py=PY))
@@ -1802,8 +1797,8 @@ def per_rank_fr_missing_rank(out: Path):
         "3",
         "--no-python",
         "./run.sh",
-        "1",
-        "6",
+        hang_ranks,
+        str(hang_step),
     ]
     _run(cmd, wd, env=env)
     d = out / case
@@ -1814,6 +1809,22 @@ def per_rank_fr_missing_rank(out: Path):
     analysis = _run([PY, "-m", "torch.distributed.flight_recorder.fr_trace", "fr", "-p", "rank_"], wd)
     (d / "fr_trace.log").write_bytes(analysis)
     print(f"{case}: {nproc} rank files and the flight recorder analysis", flush=True)
+
+
+@scenario
+def per_rank_fr_missing_rank(out: Path):
+    """Per-rank files of a 3-rank DDP job with the flight recorder on: rank 1 blocks forever at
+    step 6; ranks 0 and 2 wait in the step's gradient all_reduce and time out after 15 s (gloo),
+    log it and write their flight recorder traces; torchrun then SIGTERMs rank 1, which writes
+    its own. torchfrtrace reports rank 1 missing."""
+    fr_per_rank(out, "gen-dist-per-rank-fr-missing-rank", 3, "1", 6)
+
+
+@scenario
+def per_rank_fr_missing_two_ranks(out: Path):
+    """The same with 4 ranks of which two, 1 and 3, block at step 6: ranks 0 and 2 time out and
+    torchfrtrace reports both hung ranks missing, so no one rank is the culprit."""
+    fr_per_rank(out, "gen-dist-per-rank-fr-missing-two-ranks", 4, "1,3", 6)
 
 
 def main() -> None:
