@@ -134,12 +134,14 @@ def _recorded(scans: Sequence[FileScan], library: Library) -> HangSuspect | None
     header = max(headers, key=lambda h: h.line.no, default=None)
     collective = header.groups.get(RECORDER_COLLECTIVE, "") if header else ""
     which = f"collective sequence number {collective}" if collective.isdigit() else "a collective"
-    evidence = [_shown(header.line)] if header is not None and header.line.no != no else []
+    lines = [header.line] if header is not None and header.line.no != no else []
     return HangSuspect(
         rank=suspect,
         why=f"the flight recorder's analysis (torchfrtrace) reports rank {suspect} missing from {which}, which "
         f"the other ranks of its process group issued and waited in",
-        evidence=[*evidence, _shown(hit.line)],
+        # No rank printed these lines (the analysis reads every rank's trace), whatever rank a
+        # console log of one rank's output lends its unprefixed lines.
+        evidence=[_shown(line).model_copy(update={"rank": None}) for line in (*lines, hit.line)],
     )
 
 

@@ -222,3 +222,19 @@ def test_an_analysis_that_finds_several_ranks_missing_names_none(shipped_library
     assert d.initiating is not None and d.initiating.id == "dist.gloo_timeout"
     assert [e.text for e in d.initiating.evidence if e.pattern == "fr_missing_ranks"] == ["missing ranks: {1, 3}"]
     assert d.hang is None
+
+
+def test_the_analysis_in_the_same_console_log_names_the_suspect(shipped_library: Library) -> None:
+    # torchrun's merged output, then torchfrtrace's analysis in the same shell: one file.
+    d = _diagnose("gen-dist-fr-analysis-in-log", shipped_library)
+    assert d.initiating is not None and d.initiating.id == "dist.gloo_timeout"
+    assert d.hang is not None and d.hang.rank == 1
+    assert d.hang.why.startswith("the flight recorder's analysis (torchfrtrace) reports rank 1 missing")
+    header, missing, *waiting = d.hang.evidence
+    assert (header.text, missing.text) == (
+        "Not all ranks joining collective, sequence number: 18",
+        "missing ranks: {1}",
+    )
+    # The analysis is no rank's output, though the log's only prefixed rank lends 0 to its lines.
+    assert header.rank is None and missing.rank is None and header.line < missing.line
+    assert [e.rank for e in waiting] == [0] and "Timed out waiting" in waiting[0].text

@@ -1827,6 +1827,21 @@ def per_rank_fr_missing_two_ranks(out: Path):
     fr_per_rank(out, "gen-dist-per-rank-fr-missing-two-ranks", 4, "1,3", 6)
 
 
+@scenario
+def fr_analysis_in_log(out: Path):
+    """One console log: torchrun's merged output of a 2-rank DDP job with the flight recorder on,
+    rank 1 blocked forever at step 6 and rank 0 timing out (gloo, 15 s), followed in the same
+    shell by torchfrtrace's analysis of the two traces (`torchrun ...; python -m
+    torch.distributed.flight_recorder.fr_trace fr -p rank_`), which reports rank 1 missing."""
+    wd = _workdir()
+    (wd / "train_ddp.py").write_text(FR_TRAIN)
+    (wd / "fr").mkdir()
+    env = _env(TORCH_FR_BUFFER_SIZE=2000, TORCH_FR_DUMP_TEMP_FILE=str(wd / "fr" / "rank_"))
+    launch = torchrun(2, "1", "6", env=env, wd=wd)
+    analysis = _run([PY, "-m", "torch.distributed.flight_recorder.fr_trace", "fr", "-p", "rank_"], wd)
+    save(out, "gen-dist-fr-analysis-in-log", launch + analysis)
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     names = sys.argv[2:] or list(SCENARIOS)
