@@ -202,17 +202,34 @@ world size: 8
 expected ranks: {0, 1, 2, 3, 4, 5, 6, 7}
 collective state: scheduled
 """
+# Its output in PyTorch's flight recorder tutorial (an earlier wording: "collective 5 at entry 4"),
+# https://github.com/pytorch/tutorials/blob/main/prototype_source/flight_recorder_tutorial.rst
+TUTORIAL = """\
+  Not all ranks joining collective 5 at entry 4
+  group info: 0:default_pg
+  collective: nccl:all_reduce
+  missing ranks: {1}
+  input sizes: [[3, 4]]
+  output sizes: [[3, 4]]
+  expected ranks: 2
+  collective state: scheduled
+"""
 
 
 @pytest.mark.parametrize("sig_id", sorted(RECORDER))
-def test_the_analysis_lines_of_a_public_paste_are_read(sig_id: str, shipped_library: Library) -> None:
+@pytest.mark.parametrize(
+    ("paste", "collective", "missing"), [(PR_140969, "31117", "3, 4, 5, 6, 7"), (TUTORIAL, "5", "1")]
+)
+def test_the_analysis_lines_of_public_pastes_are_read(
+    sig_id: str, paste: str, collective: str, missing: str, shipped_library: Library
+) -> None:
     sig = shipped_library.signatures[sig_id]
     patterns = {p.name: regex.compile(p.regex) for p in sig.symptoms}
-    lines = PR_140969.splitlines()
+    lines = paste.splitlines()
     header = [m for line in lines if (m := patterns["fr_not_all_joined"].search(line))]
-    missing = [m for line in lines if (m := patterns["fr_missing_ranks"].search(line))]
-    assert [m["fr_collective"] for m in header] == ["31117"]
-    assert [m["fr_missing_ranks"] for m in missing] == ["3, 4, 5, 6, 7"]
+    named = [m for line in lines if (m := patterns["fr_missing_ranks"].search(line))]
+    assert [m["fr_collective"] for m in header] == [collective]
+    assert [m["fr_missing_ranks"] for m in named] == [missing]
 
 
 def test_an_analysis_that_finds_several_ranks_missing_names_none(shipped_library: Library) -> None:
