@@ -5,7 +5,8 @@ Usage:  python tests/corpus/generators/distributed.py OUTDIR [scenario ...]
 Each scenario writes OUTDIR/<case-id>/log.txt (the launcher's merged stdout+stderr,
 captured byte for byte as `torchrun ... 2>&1 | tee train.log` would) or, for the
 per-rank scenarios, OUTDIR/<case-id>/rankN.log (torchrun's own --log-dir/--redirects
-files). Nothing in a log is written by hand: the script writes a small real training
+files; the flight recorder scenarios add fr_trace.log, torchfrtrace's analysis of the ranks'
+traces). Nothing in a log is written by hand: the script writes a small real training
 program (train_ddp.py, below), runs it under the real launcher and captures the output.
 The failure is caused on purpose (each scenario's docstring says how), so the label
 is known. Needs a Python with torch (the CPU build is enough): run the script with it, or set GEN_PYTHON.
