@@ -3,6 +3,8 @@
 When a job ends in collective timeouts and no failure is recognised before them, the
 ranks that report the timeout were waiting; the suspect is the one they waited for:
 
+* the one rank the flight recorder's analysis (torchfrtrace) finds missing from a collective
+  the other ranks of its group issued ("missing ranks: {1}"), when its output is in the job;
 * a rank another rank names (gloo's "Rank 1 failed to pass monitoredBarrier");
 * the rank whose NCCL work sequence numbers lag the others' in the same process group
   ("last enqueued NCCL work: 1580" where the others enqueued 1582);
@@ -24,7 +26,7 @@ from datetime import datetime
 import regex
 
 from app.core.library import Library
-from app.core.matcher import FileScan
+from app.core.matcher import FileScan, LineHit
 from app.core.models import Candidate, HangLine, HangSuspect, Line
 from app.core.times import comparable, span
 
@@ -38,6 +40,11 @@ WAITING = {
     ),
     "dist.gloo_timeout": frozenset({"gloo_wait_timeout", "gloo_wait_timeout_bare", "monitored_barrier"}),
 }
+# torchfrtrace's report of a collective some ranks never issued (symptoms of both hang signatures).
+RECORDER = dict.fromkeys(("nccl.watchdog_timeout", "dist.gloo_timeout"), frozenset({"fr_missing_ranks"}))
+RECORDER_HEADER = dict.fromkeys(RECORDER, frozenset({"fr_not_all_joined"}))
+RECORDER_FACT, RECORDER_COLLECTIVE = "fr_missing_ranks", "fr_collective"
+HEADER_LOOKBACK = 12  # the analysis prints the group, the collective and the ranks a few lines under its header
 NAMED_FACT = "missing_rank"  # a waiting rank names the rank it waits for (monitored barrier)
 LAUNCHER_FACT = "root_rank"  # the launcher's summary lists every failed rank of the job
 ENQUEUED, COMPLETED = "last_enqueued", "last_completed"
@@ -63,19 +70,21 @@ def hang_suspect(candidates: Sequence[Candidate], scans: Sequence[FileScan], lib
     first = next((c for c in candidates if c.role == "initiating"), None)
     if first is None or first.id not in HANG_IDS:
         return None  # a recognised root failure explains the timeouts
+    recorded = _recorded(scans, library)
     reports = sorted(_reports(scans, library), key=lambda r: r.key)
     if not reports:
-        return None
+        return recorded
     found = _named(reports) or _lagging(reports) or _silent(reports, scans, library)
-    stopped = _stopped(first, scans)
-    if found is None or stopped is None:
-        return found or stopped
-    if stopped.rank != found.rank:
+    return _agreeing(_agreeing(recorded, found), _stopped(first, scans))
+
+
+def _agreeing(found: HangSuspect | None, other: HangSuspect | None) -> HangSuspect | None:
+    """The first sign, with the second's reason and evidence when both point at the same rank."""
+    if found is None or other is None:
+        return found or other
+    if other.rank != found.rank:
         return found
-    # Two signs point at the same rank: say both.
-    return found.model_copy(
-        update={"why": f"{found.why}; {stopped.why}", "evidence": [*found.evidence, *stopped.evidence]}
-    )
+    return found.model_copy(update={"why": f"{found.why}; {other.why}", "evidence": [*found.evidence, *other.evidence]})
 
 
 def _patterns(library: Library, wanted: Mapping[str, frozenset[str] | None]) -> set[int]:
@@ -89,16 +98,51 @@ def _patterns(library: Library, wanted: Mapping[str, frozenset[str] | None]) -> 
     }
 
 
-def _reports(scans: Iterable[FileScan], library: Library) -> Iterator[_Report]:
-    indexes = _patterns(library, WAITING)
+def _hits(scans: Iterable[FileScan], indexes: set[int]) -> Iterator[tuple[FileScan, LineHit]]:
+    """The lines the patterns of `indexes` picked in each file, with the file."""
     for scan in scans:
         for idx in sorted(indexes):
             hits = scan.hits.get(idx)
             for hit in hits.first if hits else ():
-                rank = hit.line.rank
-                if rank is None and hit.groups.get("rank", "").isdigit():
-                    rank = int(hit.groups["rank"])  # "[Rank 3] Watchdog caught ..." without a launcher prefix
-                yield _Report(hit.line, rank, hit.groups)
+                yield scan, hit
+
+
+def _reports(scans: Iterable[FileScan], library: Library) -> Iterator[_Report]:
+    for _, hit in _hits(scans, _patterns(library, WAITING)):
+        rank = hit.line.rank
+        if rank is None and hit.groups.get("rank", "").isdigit():
+            rank = int(hit.groups["rank"])  # "[Rank 3] Watchdog caught ..." without a launcher prefix
+        yield _Report(hit.line, rank, hit.groups)
+
+
+def _recorded(scans: Sequence[FileScan], library: Library) -> HangSuspect | None:
+    """The one rank torchfrtrace finds missing from a collective the other ranks of its group issued."""
+    named = sorted(
+        ((scan.name or "", hit.line.no, hit) for scan, hit in _hits(scans, _patterns(library, RECORDER))),
+        key=lambda x: x[:2],
+    )
+    ranks = {int(r) for *_, hit in named for r in hit.groups.get(RECORDER_FACT, "").split(", ") if r.isdigit()}
+    if len(ranks) != 1:
+        return None  # several ranks missing (or none read): the analysis itself does not single one out
+    suspect = ranks.pop()
+    name, no, hit = named[0]
+    headers = [
+        h
+        for scan, h in _hits(scans, _patterns(library, RECORDER_HEADER))
+        if (scan.name or "") == name and 0 <= no - h.line.no <= HEADER_LOOKBACK
+    ]
+    header = max(headers, key=lambda h: h.line.no, default=None)
+    collective = header.groups.get(RECORDER_COLLECTIVE, "") if header else ""
+    which = f"collective sequence number {collective}" if collective.isdigit() else "a collective"
+    lines = [header.line] if header is not None and header.line.no != no else []
+    return HangSuspect(
+        rank=suspect,
+        why=f"the flight recorder's analysis (torchfrtrace) reports rank {suspect} missing from {which}, which "
+        f"the other ranks of its process group issued and waited in",
+        # No rank printed these lines (the analysis reads every rank's trace), whatever rank a
+        # console log of one rank's output lends its unprefixed lines.
+        evidence=[_shown(line).model_copy(update={"rank": None}) for line in (*lines, hit.line)],
+    )
 
 
 def _shown(line: Line, rank: int | None = None) -> HangLine:

@@ -6,10 +6,11 @@ import itertools
 from pathlib import Path
 
 import pytest
+import regex
 
 from app.core.diagnose import diagnose_many
 from app.core.formats import render_github, render_junit, render_sarif
-from app.core.hangs import WAITING
+from app.core.hangs import RECORDER, WAITING
 from app.core.library import Library
 from app.core.models import Diagnosis
 from app.core.render import render_markdown, render_text
@@ -68,6 +69,8 @@ def test_the_rank_that_hung_is_named(case_id: str, rank: int, why: str, shipped_
         # Mismatched collectives: every rank of the job reports a gloo timeout, none is missing.
         "gen-dist-collective-order-3ranks-nodebug",
         "gen-dist-collective-shape-mismatch-nodebug",
+        # Ranks 1 and 3 of 4 hang; torchfrtrace reports both missing ("missing ranks: {1, 3}").
+        "gen-dist-per-rank-fr-missing-two-ranks",
     ],
 )
 def test_no_suspect_is_guessed_when_the_log_does_not_tell(case_id: str, shipped_library: Library) -> None:
@@ -141,3 +144,114 @@ def test_a_rank_quiet_from_the_start_is_not_taken_for_the_one_that_stopped(shipp
     # and when the collective began, so the suspect comes from the waiting lines alone.
     d = _diagnose("gen-dist-per-rank-hang", shipped_library)
     assert d.hang is not None and "stops at" not in d.hang.why
+
+
+FR_CASE = "gen-dist-per-rank-fr-missing-rank"
+
+
+def test_the_rank_the_flight_recorder_analysis_finds_missing_is_the_suspect(shipped_library: Library) -> None:
+    # Rank 1 of 3 blocks at step 6; ranks 0 and 2 time out in the gradient all_reduce; every rank
+    # writes its flight recorder trace and torchfrtrace's analysis of them is fr_trace.log.
+    d = _diagnose(FR_CASE, shipped_library)
+    assert d.initiating is not None and d.initiating.id == "dist.gloo_timeout"
+    assert d.hang is not None and d.hang.rank == 1
+    assert d.hang.why.startswith(
+        "the flight recorder's analysis (torchfrtrace) reports rank 1 missing from collective sequence number 18"
+    )
+    header, missing, *waiting = d.hang.evidence
+    assert (header.file, header.line, header.text) == (
+        "fr_trace.log",
+        2,
+        "Not all ranks joining collective, sequence number: 18",
+    )
+    assert (missing.file, missing.line, missing.text) == ("fr_trace.log", 6, "missing ranks: {1}")
+    # The waiting ranks' own lines agree (rank 1 never reports the timeout) and are shown after.
+    assert [(e.file, e.rank) for e in waiting] == [("rank0.log", 0), ("rank2.log", 2)]
+    for order in itertools.permutations(load_case(CASES / FR_CASE).logs):
+        again = diagnose_many([(p.name, p) for p in order], shipped_library, threads=1)
+        assert again.hang == d.hang, [p.name for p in order]
+
+
+def test_the_flight_recorder_analysis_alone_names_the_suspect(shipped_library: Library) -> None:
+    # With only rank 0's file, no rule of the waiting lines tells: rank 0 is the one rank shown.
+    logs = {p.name: p for p in load_case(CASES / FR_CASE).logs}
+    alone = diagnose_many([("rank0.log", logs["rank0.log"])], shipped_library, threads=1)
+    assert alone.initiating is not None and alone.initiating.id == "dist.gloo_timeout" and alone.hang is None
+    d = diagnose_many([(n, logs[n]) for n in ("rank0.log", "fr_trace.log")], shipped_library, threads=1)
+    assert d.hang is not None and d.hang.rank == 1
+    assert [e.file for e in d.hang.evidence] == ["fr_trace.log", "fr_trace.log"]
+    assert "SUSPECT RANK: 1" in render_text(d) and "missing ranks: {1}" in render_text(d)
+    # Its lines are the hang's own evidence too (symptoms of the gloo timeout).
+    assert [(e.file, e.pattern) for e in d.initiating.evidence if e.kind == "symptom"] == [
+        ("fr_trace.log", "fr_not_all_joined"),
+        ("fr_trace.log", "fr_missing_ranks"),
+    ]
+
+
+# torchfrtrace's output on a real 8-rank job, pasted in https://github.com/pytorch/pytorch/pull/140969
+# (the wording of that time: "collective: sequence number"); five ranks are missing.
+PR_140969 = """\
+Not all ranks joining collective: sequence number: 31117
+internal record id: 31116
+group info: 0:default_pg
+collective: nccl:all_reduce
+missing ranks: {3, 4, 5, 6, 7}
+input sizes: [[1571911]]
+output sizes: [[1571911]]
+world size: 8
+expected ranks: {0, 1, 2, 3, 4, 5, 6, 7}
+collective state: scheduled
+"""
+# Its output in PyTorch's flight recorder tutorial (an earlier wording: "collective 5 at entry 4"),
+# https://github.com/pytorch/tutorials/blob/main/prototype_source/flight_recorder_tutorial.rst
+TUTORIAL = """\
+  Not all ranks joining collective 5 at entry 4
+  group info: 0:default_pg
+  collective: nccl:all_reduce
+  missing ranks: {1}
+  input sizes: [[3, 4]]
+  output sizes: [[3, 4]]
+  expected ranks: 2
+  collective state: scheduled
+"""
+
+
+@pytest.mark.parametrize("sig_id", sorted(RECORDER))
+@pytest.mark.parametrize(
+    ("paste", "collective", "missing"), [(PR_140969, "31117", "3, 4, 5, 6, 7"), (TUTORIAL, "5", "1")]
+)
+def test_the_analysis_lines_of_public_pastes_are_read(
+    sig_id: str, paste: str, collective: str, missing: str, shipped_library: Library
+) -> None:
+    sig = shipped_library.signatures[sig_id]
+    patterns = {p.name: regex.compile(p.regex) for p in sig.symptoms}
+    lines = paste.splitlines()
+    header = [m for line in lines if (m := patterns["fr_not_all_joined"].search(line))]
+    named = [m for line in lines if (m := patterns["fr_missing_ranks"].search(line))]
+    assert [m["fr_collective"] for m in header] == [collective]
+    assert [m["fr_missing_ranks"] for m in named] == [missing]
+
+
+def test_an_analysis_that_finds_several_ranks_missing_names_none(shipped_library: Library) -> None:
+    # Ranks 1 and 3 of 4 hang: the analysis is read (its lines are the timeout's evidence) but
+    # names two ranks, and the waiting lines cannot tell which one the others waited for.
+    d = _diagnose("gen-dist-per-rank-fr-missing-two-ranks", shipped_library)
+    assert d.initiating is not None and d.initiating.id == "dist.gloo_timeout"
+    assert [e.text for e in d.initiating.evidence if e.pattern == "fr_missing_ranks"] == ["missing ranks: {1, 3}"]
+    assert d.hang is None
+
+
+def test_the_analysis_in_the_same_console_log_names_the_suspect(shipped_library: Library) -> None:
+    # torchrun's merged output, then torchfrtrace's analysis in the same shell: one file.
+    d = _diagnose("gen-dist-fr-analysis-in-log", shipped_library)
+    assert d.initiating is not None and d.initiating.id == "dist.gloo_timeout"
+    assert d.hang is not None and d.hang.rank == 1
+    assert d.hang.why.startswith("the flight recorder's analysis (torchfrtrace) reports rank 1 missing")
+    header, missing, *waiting = d.hang.evidence
+    assert (header.text, missing.text) == (
+        "Not all ranks joining collective, sequence number: 18",
+        "missing ranks: {1}",
+    )
+    # The analysis is no rank's output, though the log's only prefixed rank lends 0 to its lines.
+    assert header.rank is None and missing.rank is None and header.line < missing.line
+    assert [e.rank for e in waiting] == [0] and "Timed out waiting" in waiting[0].text

@@ -194,3 +194,16 @@ def test_every_file_part_is_held_to_the_limit_together(live: LiveServer, client:
     half = b"y" * (LIMIT // 2 + 1)
     body = assert_problem(_post_parts(client, [("rank0.log", half), ("rank1.log", half)]), 413, "too-large")
     assert body["limit"] == LIMIT
+
+
+def test_the_hang_panel_says_which_file_each_line_came_from(client: httpx.Client) -> None:
+    # Ranks 0 and 2 time out; fr_trace.log, torchfrtrace's analysis of the ranks' traces, finds rank 1 missing.
+    case = "gen-dist-per-rank-fr-missing-rank"
+    files = [(p.name, p.read_bytes()) for p in sorted((CASES / case).glob("*.log"))]
+    record = _post_parts(client, files).json()
+    assert record["hang"]["rank"] == 1
+    page = client.get(f"/d/{record['id']}").text
+    panel = page.split('<section class="panel hang"', 1)[1].split("</section>", 1)[0]
+    assert "Suspect rank: 1" in panel and "the flight recorder&#39;s analysis (torchfrtrace)" in panel
+    assert '<span class="file">fr_trace.log</span><span class="ln">6</span><code>missing ranks: {1}</code>' in panel
+    assert '<span class="file">rank2.log</span><span class="ln">21</span>' in panel

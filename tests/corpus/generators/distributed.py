@@ -5,7 +5,8 @@ Usage:  python tests/corpus/generators/distributed.py OUTDIR [scenario ...]
 Each scenario writes OUTDIR/<case-id>/log.txt (the launcher's merged stdout+stderr,
 captured byte for byte as `torchrun ... 2>&1 | tee train.log` would) or, for the
 per-rank scenarios, OUTDIR/<case-id>/rankN.log (torchrun's own --log-dir/--redirects
-files). Nothing in a log is written by hand: the script writes a small real training
+files; the flight recorder scenarios add fr_trace.log, torchfrtrace's analysis of the ranks'
+traces). Nothing in a log is written by hand: the script writes a small real training
 program (train_ddp.py, below), runs it under the real launcher and captures the output.
 The failure is caused on purpose (each scenario's docstring says how), so the label
 is known. Needs a Python with torch (the CPU build is enough): run the script with it, or set GEN_PYTHON.
@@ -1697,6 +1698,149 @@ def per_rank_healthy(out: Path):
 def per_rank_unused(out: Path):
     """Per-rank files: unused auxiliary head, DDP reduction error on both ranks."""
     per_rank(out, "gen-dist-per-rank-unused-parameters", 2, "--scenario", "unused_params")
+
+
+# --------------------------------------------------------------------------- flight recorder
+# A training program that keeps PyTorch's flight recorder (TORCH_FR_BUFFER_SIZE) and writes each
+# rank's trace when it fails or is stopped, so that torchfrtrace can be run on the dumps.
+FR_TRAIN = r"""
+import datetime, logging, os, signal, sys, time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.distributed as dist
+from torch._C._distributed_c10d import _dump_fr_trace
+from torch.distributed import ProcessGroupGloo
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+HANG_RANKS, HANG_STEP = {int(r) for r in sys.argv[1].split(",")}, int(sys.argv[2])
+rank = int(os.environ["RANK"])
+logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", level=logging.INFO)
+log = logging.getLogger("train")
+
+def gloo_named(opts, _pg_options):
+    # ProcessGroupGloo records its group (name, ranks) in the flight recorder when it is built;
+    # init_process_group("gloo") names it only afterwards, so the trace's group table and its
+    # entries disagree and torchfrtrace stops with a KeyError. Built with its name, they agree.
+    o = ProcessGroupGloo._Options()
+    o._timeout = opts.timeout
+    o._devices = [ProcessGroupGloo.create_default_device()]
+    o._threads = 2
+    o.group_name = opts.group_id
+    o.global_ranks_in_group = opts.global_ranks_in_group
+    return ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, o)
+
+def dump_trace():
+    path = os.environ["TORCH_FR_DUMP_TEMP_FILE"] + str(rank)
+    with open(path, "wb") as f:
+        f.write(_dump_fr_trace())
+    log.info(f"[rank{rank}] flight recorder trace written to {path}")
+
+def stopped(signum, frame):
+    log.warning(f"[rank{rank}] received signal {signum}")
+    dump_trace()
+    sys.exit(128 + signum)
+
+def main():
+    dist.Backend.register_backend("gloo_fr", gloo_named, extended_api=True, devices=["cpu"])
+    dist.init_process_group("gloo_fr", timeout=datetime.timedelta(seconds=15))
+    world = dist.get_world_size()
+    torch.manual_seed(0)
+    model = DDP(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(1234 + rank)
+    log.info(f"[rank{rank}] world_size={world} backend=gloo flight recorder buffer={os.environ['TORCH_FR_BUFFER_SIZE']}")
+    for step in range(20):
+        if rank in HANG_RANKS and step == HANG_STEP:
+            time.sleep(3600)   # stuck (e.g. on a dead NFS read); never comes back
+        x, y = torch.randn(16, 32, generator=gen), torch.randint(0, 4, (16,), generator=gen)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        lval = loss.detach().clone()
+        dist.all_reduce(lval)
+        log.info(f"[rank{rank}] step {step:4d} | loss {lval.item() / world:.4f}")
+        time.sleep(0.3)
+    dist.destroy_process_group()
+
+signal.signal(signal.SIGTERM, stopped)
+try:
+    main()
+except Exception:
+    log.exception(f"[rank{rank}] training failed")
+    dump_trace()
+    raise
+"""
+
+
+def fr_per_rank(out: Path, case: str, nproc: int, hang_ranks: str, hang_step: int) -> None:
+    """torchrun --log-dir D --redirects 3 runs FR_TRAIN (rankN.log as in per_rank); then
+    torchfrtrace (torch.distributed.flight_recorder.fr_trace) is run on the ranks' flight
+    recorder traces and its output is saved beside them as fr_trace.log."""
+    wd = _workdir()
+    (wd / "train_ddp.py").write_text(FR_TRAIN)
+    (wd / "run.sh").write_text(RUN_SH.format(py=PY))
+    (wd / "run.sh").chmod(0o755)
+    (wd / "fr").mkdir()
+    env = _env(TORCH_FR_BUFFER_SIZE=2000, TORCH_FR_DUMP_TEMP_FILE=str(wd / "fr" / "rank_"))
+    cmd = [
+        TORCHRUN,
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(nproc),
+        "--master-port",
+        str(_free_port()),
+        "--log-dir",
+        "logs",
+        "--redirects",
+        "3",
+        "--no-python",
+        "./run.sh",
+        hang_ranks,
+        str(hang_step),
+    ]
+    _run(cmd, wd, env=env)
+    d = out / case
+    d.mkdir(parents=True, exist_ok=True)
+    for r in range(nproc):
+        f = next((wd / "logs").glob(f"*/attempt_0/{r}/stdout.log"))
+        (d / f"rank{r}.log").write_bytes(f.read_bytes())
+    analysis = _run([PY, "-m", "torch.distributed.flight_recorder.fr_trace", "fr", "-p", "rank_"], wd)
+    (d / "fr_trace.log").write_bytes(analysis)
+    print(f"{case}: {nproc} rank files and the flight recorder analysis", flush=True)
+
+
+@scenario
+def per_rank_fr_missing_rank(out: Path):
+    """Per-rank files of a 3-rank DDP job with the flight recorder on: rank 1 blocks forever at
+    step 6; ranks 0 and 2 wait in the step's gradient all_reduce and time out after 15 s (gloo),
+    log it and write their flight recorder traces; torchrun then SIGTERMs rank 1, which writes
+    its own. torchfrtrace reports rank 1 missing."""
+    fr_per_rank(out, "gen-dist-per-rank-fr-missing-rank", 3, "1", 6)
+
+
+@scenario
+def per_rank_fr_missing_two_ranks(out: Path):
+    """The same with 4 ranks of which two, 1 and 3, block at step 6: ranks 0 and 2 time out and
+    torchfrtrace reports both hung ranks missing, so no one rank is the culprit."""
+    fr_per_rank(out, "gen-dist-per-rank-fr-missing-two-ranks", 4, "1,3", 6)
+
+
+@scenario
+def fr_analysis_in_log(out: Path):
+    """One console log: torchrun's merged output of a 2-rank DDP job with the flight recorder on,
+    rank 1 blocked forever at step 6 and rank 0 timing out (gloo, 15 s), followed in the same
+    shell by torchfrtrace's analysis of the two traces (`torchrun ...; python -m
+    torch.distributed.flight_recorder.fr_trace fr -p rank_`), which reports rank 1 missing."""
+    wd = _workdir()
+    (wd / "train_ddp.py").write_text(FR_TRAIN)
+    (wd / "fr").mkdir()
+    env = _env(TORCH_FR_BUFFER_SIZE=2000, TORCH_FR_DUMP_TEMP_FILE=str(wd / "fr" / "rank_"))
+    launch = torchrun(2, "1", "6", env=env, wd=wd)
+    analysis = _run([PY, "-m", "torch.distributed.flight_recorder.fr_trace", "fr", "-p", "rank_"], wd)
+    save(out, "gen-dist-fr-analysis-in-log", launch + analysis)
 
 
 def main() -> None:
