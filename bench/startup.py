@@ -1,12 +1,15 @@
 """Start-up of `tracelore diagnose`: a two-line log, the whole process, the parse cache warm.
 
-    python bench/startup.py [--before REV] [--repeat 15]
+    python bench/startup.py [--before REV] [--repeat 15] [--instructions]
 
 Runs `python -m app diagnose` of a two-line log in this checkout and, with --before, in
 the tree of an earlier commit (extracted with `git archive`; same interpreter, same
 packages), alternately, and prints the median CPU and wall time of each and their ratio.
 CPU time is the steadier figure on a shared machine. Byte code is written and the parse
 cache filled by a first run of each, as on a user's machine after the first command.
+
+With --instructions it also counts the instructions of one run in each tree under
+valgrind's callgrind: a ratio no load on the machine moves.
 
 Then it times the stages of the same command in one process (CPU): what is left of the
 start-up and where.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -67,11 +71,28 @@ def run_once(tree: Path, log: Path, env: dict[str, str]) -> tuple[float, float]:
     return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, wall
 
 
+def instructions(tree: Path, log: Path, env: dict[str, str]) -> int:
+    """Instructions one whole `python -m app diagnose LOG` in `tree` executes (callgrind's count)."""
+    run = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m", "app"]
+        + ["diagnose", str(log), "--fail-on", "never"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = re.search(r"Collected : (\d+)", run.stderr)
+    assert found, run.stderr[-500:]
+    return int(found.group(1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", default=None, help="A commit to compare with (e.g. main).")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    parser.add_argument("--instructions", action="store_true", help="Also count instructions (valgrind).")
     args = parser.parse_args()
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -94,6 +115,7 @@ def main() -> None:
         for _ in range(args.repeat):  # alternated: load on a shared machine hits both alike
             for name, tree in trees.items():
                 runs[name].append(run_once(tree, log, env))
+        counted = {name: instructions(tree, log, env) for name, tree in trees.items()} if args.instructions else {}
 
     print(f"`tracelore diagnose` of a two-line log, whole process, parse cache warm (medians of {args.repeat})")
     print()
@@ -106,6 +128,11 @@ def main() -> None:
     if args.before:
         first, last = cpu.values()
         print(f"\nCPU after / before: {last / first:.2f}")
+    for name, count in counted.items():
+        print(f"Instructions, {name}: {count / 1e6:,.0f} M")
+    if args.before and counted:
+        first_count, last_count = counted.values()
+        print(f"Instructions after / before: {last_count / first_count:.2f}")
     stages = subprocess.run(
         [sys.executable, "-c", STAGES, str(log)], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     )
