@@ -243,7 +243,7 @@ def waiting(args: argparse.Namespace) -> None:
     """Where people wait: start-up, remote mode's selection, the browser's pass, the API (medians)."""
     import statistics
 
-    from app.cli import scan_threads
+    from app.cli.context import scan_threads
     from app.core.diagnose import diagnose
     from app.core.evidence import prefilter_spec, select_evidence
     from app.core.library import load_library
