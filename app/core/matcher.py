@@ -39,6 +39,11 @@ KEEP_ERRORS = 2000  # generic error lines kept per file (unexplained)
 PROGRESS_TAIL = 64  # last progress lines kept per file (episode detection)
 HEAD_TAIL_LINES = 20  # lines read at each end of a file for its time span
 UNSETTLED_CHUNKS = 4  # chunks held at most for saturated patterns' last lines
+PARSED_LINES = 1024  # distinct lines remembered parsed (at most PARSED_BYTES each)
+PARSED_BYTES = 2048
+NARROW_FROM = 8  # patterns to locate in a chunk from which the Set first narrows where each is
+NARROW_PIECE = 4096  # bytes the Set narrows to (whole lines)
+WHOLE: tuple[tuple[int, int | None], ...] = ((0, None),)  # a whole chunk, as spans
 
 
 @dataclass(slots=True)
@@ -145,6 +150,7 @@ class _FileScanner:
         # Saturated pattern -> the last chunk holding it: its last line is looked up only
         # when that chunk is the pattern's last or too many chunks are held.
         self.unsettled: dict[int, _Piece] = {}
+        self.parsed: dict[bytes, Line] = {}  # recent short lines, by their bytes, as make_line gave them
 
     def probe(self, item: Chunk | Block) -> _Probe:
         """Find where patterns hit in a chunk. Runs in worker threads: it only reads shared state."""
@@ -159,6 +165,7 @@ class _FileScanner:
         found = library.prefilter.Match(data) or ()  # RE2 releases the GIL while it scans
         if view is not None:  # after the scan: numpy's first import overlaps the other thread's scan
             probe.newlines = count_newlines(view)
+        wanted = []
         for idx in found:
             if idx in plan.progress:
                 probe.progress = True
@@ -170,19 +177,31 @@ class _FileScanner:
                 # Noise-frequent pattern: locating every hit would cost a pass per pattern.
                 probe.saturated.append(idx)
                 continue
+            wanted.append(idx)
+        if wanted:
             if probe.chunk is None:
                 assert isinstance(item, Block)
                 probe.chunk = item.read(0)
+            self._locate_wanted(probe, probe.chunk.data, wanted)
+        probe.found.sort(key=lambda f: f[0])
+        return probe
+
+    def _locate_wanted(self, probe: _Probe, data: bytes, wanted: list[int]) -> None:
+        """Locate the patterns a chunk needs, each up to what its file can still keep."""
+        scan, library = self.scan, self.library
+        # Many patterns to locate: the Set says in which pieces of the chunk each one is, so
+        # each is searched there only, not over the whole chunk.
+        spans = _narrow(library.prefilter, data, wanted) if len(wanted) >= NARROW_FROM else {}
+        for idx in wanted:
+            hits = scan.hits.get(idx)
             # No more than the file can still keep, and one more to learn there are more.
             kept = len(hits.lines) if hits is not None else 0
             budget = KEEP_LINES + 1 - max(kept, self.located.get(idx, 0))
-            located, resume = _locate_some(library.compiled[idx], probe.chunk.data, idx, max(budget, 0))
+            located, resume = _locate_some(library.compiled[idx], data, idx, max(budget, 0), spans.get(idx, WHOLE))
             self.located[idx] = self.located.get(idx, 0) + len(located)
             probe.found.extend(located)
             if resume is not None:
                 probe.partial[idx] = resume
-        probe.found.sort(key=lambda f: f[0])
-        return probe
 
     def _saturated(self, idx: int) -> bool:
         hits = self.scan.hits.get(idx)
@@ -268,13 +287,15 @@ class _FileScanner:
         no, counted = chunk.first_line, 0
         lines: dict[int, Line] = {}  # frame start -> parsed line, shared by patterns
         done = self.done = set()  # the rest of these patterns' hits in the chunk is not read
+        redrawn = b"\r" in data  # without a CR each line is one frame, the one the scan matched
+        frame: tuple[int, int] | None = None
         for offset, idx in found:
             if idx in done:
                 continue
-            start, end = _line_bounds(data, offset)
-            frame = _frame(compiled[idx], data, start, end)
-            if frame is None:
-                continue  # the match ran across frames of a redrawn line: no frame holds it
+            if redrawn:
+                frame = _frame(compiled[idx], data, *_line_bounds(data, offset))
+                if frame is None:
+                    continue  # the match ran across frames of a redrawn line: no frame holds it
             no += data.count(b"\n", counted, offset)
             counted = offset
             hits = scan.hits.get(idx)
@@ -300,11 +321,12 @@ class _FileScanner:
                 if self.errors_kept >= KEEP_ERRORS:
                     continue
                 self.errors_kept += 1
+            if not redrawn:
+                frame = _line_bounds(data, offset)  # only a line that is read needs its bounds
+            assert frame is not None
             line = lines.get(frame[0])
             if line is None:
-                line = lines[frame[0]] = make_line(
-                    data[frame[0] : frame[1]], no, file=scan.name, redactor=self.redactor
-                )
+                line = lines[frame[0]] = self._make_line(data[frame[0] : frame[1]], no)
             confirmed = search_text(self.library.confirm[idx], line.text)
             groups = confirmed.groups if confirmed is not None else {}
             if idx in plan.version:
@@ -315,6 +337,18 @@ class _FileScanner:
             hit = LineHit(line, confirmed.span if confirmed is not None else (0, 0), groups)
             if idx in plan.error or len(hits.first) < KEEP_FIRST:
                 hits.first.append(hit)
+
+    def _make_line(self, raw: bytes, no: int) -> Line:
+        """`make_line`, once per distinct short line: a line printed over and over (every
+        rank's OOM, a crash loop) is decoded, redacted and parsed once, then renumbered."""
+        if len(raw) > PARSED_BYTES:
+            return make_line(raw, no, file=self.scan.name, redactor=self.redactor)
+        parsed = self.parsed.get(raw)
+        if parsed is None or parsed.file != self.scan.name:  # a live file renamed when rotated
+            if len(self.parsed) >= PARSED_LINES:
+                self.parsed.clear()
+            parsed = self.parsed[raw] = make_line(raw, no, file=self.scan.name, redactor=self.redactor)
+        return parsed if parsed.no == no else parsed.model_copy(update={"no": no})
 
     def _progress_tail(self, chunk: Chunk) -> list[int]:
         """The last progress lines of a chunk, read from its end: cheap however many there are."""
@@ -409,9 +443,35 @@ def _last_line(compiled: Any, chunk: Chunk) -> int | None:
     return chunk.first_line + chunk.newlines - data.count(b"\n", starts[-1])
 
 
-def _locate_some(compiled: Any, data: bytes, idx: int, limit: int) -> tuple[list[tuple[int, int]], int | None]:
-    """The first `limit` hits of a pattern in a chunk, and where to resume if it may hit again."""
-    found = list(islice(_locate(compiled, data, idx), limit))
+def _narrow(prefilter: Any, data: bytes, wanted: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
+    """Per pattern, the runs of NARROW_PIECE-byte pieces of whole lines in which the Set finds it.
+
+    A piece of whole lines is searched as the chunk would be (a line's neighbours are
+    newlines or an end either way), and no pattern spans a newline, so a pattern matches
+    nowhere outside its pieces.
+    """
+    spans: dict[int, list[tuple[int, int]]] = {idx: [] for idx in wanted}
+    view, size, start = memoryview(data), len(data), 0
+    while start < size:
+        end = data.find(b"\n", start + NARROW_PIECE - 1) + 1 or size
+        for idx in prefilter.Match(view[start:end]) or ():
+            runs = spans.get(idx)
+            if runs is None:
+                continue
+            if runs and runs[-1][1] == start:
+                runs[-1] = (runs[-1][0], end)
+            else:
+                runs.append((start, end))
+        start = end
+    return spans
+
+
+def _locate_some(
+    compiled: Any, data: bytes, idx: int, limit: int, spans: Iterable[tuple[int, int | None]] = WHOLE
+) -> tuple[list[tuple[int, int]], int | None]:
+    """The first `limit` hits of a pattern in a chunk (within `spans`), and where to resume if it may hit again."""
+    hits = chain.from_iterable(_locate(compiled, data, idx, start, stop) for start, stop in spans)
+    found = list(islice(hits, limit))
     if len(found) < limit:
         return found, None
     if not found:
@@ -420,19 +480,30 @@ def _locate_some(compiled: Any, data: bytes, idx: int, limit: int) -> tuple[list
     return found, None if end < 0 else end + 1
 
 
-def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tuple[int, int]]:
-    """The start of the first match of a pattern on each line of a chunk."""
+def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0, stop: int | None = None) -> Iterator[tuple[int, int]]:
+    """The start of the first match of a pattern on each line of data[pos:stop] (whole lines)."""
     # On a memoryview: the wrapper's search() copies the whole chunk on every call,
     # which made frequent patterns cost O(hits x chunk).
-    view, size = memoryview(data), len(data)
+    view, size = memoryview(data), len(data) if stop is None else stop
     while pos < size:
         start = find(compiled, view, pos, size)
         if start < 0:
             return
         yield start, idx
-        end = data.find(b"\n", start)
+        begin, end = data.rfind(b"\n", 0, start) + 1, data.find(b"\n", start)
         if end < 0:
             return
+        # The same line again, between the same newlines, matches at the same place: a
+        # repeated line costs a comparison, not a search (RE2 takes up to 12 us a hit
+        # to find where a match of a counted repeat starts).
+        width, offset = end - begin, start - begin
+        line = None
+        while end + 1 + width < size and data[end + 1 + width] == 10:
+            line = data[begin:end] if line is None else line
+            if not data.startswith(line, end + 1):
+                break
+            begin, end = end + 1, end + 1 + width
+            yield begin + offset, idx
         pos = end + 1
 
 
