@@ -29,7 +29,7 @@ from typing import Any
 
 from app.core.library import Library
 from app.core.models import Line
-from app.core.re2calls import find, search_text
+from app.core.re2calls import TextMatch, find, search_text
 from app.core.reader import Block, Chunk, count_newlines, make_line
 from app.core.redact import DEFAULT, Redactor
 
@@ -151,6 +151,7 @@ class _FileScanner:
         # when that chunk is the pattern's last or too many chunks are held.
         self.unsettled: dict[int, _Piece] = {}
         self.parsed: dict[bytes, Line] = {}  # recent short lines, by their bytes, as make_line gave them
+        self.confirmed: dict[tuple[int, str], TextMatch | None] = {}  # recent confirmations, by pattern and text
 
     def probe(self, item: Chunk | Block) -> _Probe:
         """Find where patterns hit in a chunk. Runs in worker threads: it only reads shared state."""
@@ -197,11 +198,19 @@ class _FileScanner:
             # No more than the file can still keep, and one more to learn there are more.
             kept = len(hits.lines) if hits is not None else 0
             budget = KEEP_LINES + 1 - max(kept, self.located.get(idx, 0))
-            located, resume = _locate_some(library.compiled[idx], data, idx, max(budget, 0), spans.get(idx, WHOLE))
+            located, resume = _locate_some(
+                library.compiled[idx], data, idx, max(budget, 0), spans.get(idx, WHOLE), self._loose(idx)
+            )
             self.located[idx] = self.located.get(idx, 0) + len(located)
             probe.found.extend(located)
             if resume is not None:
                 probe.partial[idx] = resume
+
+    def _loose(self, idx: int) -> tuple[Any, Any] | None:
+        """The faster engines for a pattern's lines, if it has them. Not for generic error lines:
+        when several sit on one line, which is recorded first must not depend on the engine,
+        so they are located by where their matches start."""
+        return None if idx in self.plan.error else self.library.loose[idx]
 
     def _saturated(self, idx: int) -> bool:
         hits = self.scan.hits.get(idx)
@@ -276,7 +285,7 @@ class _FileScanner:
         return heapq.merge(probe.found, *more)
 
     def _resume(self, data: bytes, idx: int, pos: int) -> Iterator[tuple[int, int]]:
-        for found in _locate(self.library.compiled[idx], data, idx, pos):
+        for found in _locate(self.library.compiled[idx], data, idx, pos, loose=self._loose(idx)):
             if idx in self.done:
                 return
             yield found
@@ -327,8 +336,8 @@ class _FileScanner:
             line = lines.get(frame[0])
             if line is None:
                 line = lines[frame[0]] = self._make_line(data[frame[0] : frame[1]], no)
-            confirmed = search_text(self.library.confirm[idx], line.text)
-            groups = confirmed.groups if confirmed is not None else {}
+            confirmed = self._confirm(idx, line.text)
+            groups = dict(confirmed.groups) if confirmed is not None else {}  # its own: the match may be shared
             if idx in plan.version:
                 if confirmed is not None and len(hits.first) < KEEP_FIRST:
                     hits.first.append(LineHit(line, confirmed.span, groups))  # an environment fact, with its line
@@ -349,6 +358,17 @@ class _FileScanner:
                 self.parsed.clear()
             parsed = self.parsed[raw] = make_line(raw, no, file=self.scan.name, redactor=self.redactor)
         return parsed if parsed.no == no else parsed.model_copy(update={"no": no})
+
+    def _confirm(self, idx: int, text: str) -> TextMatch | None:
+        """Where a pattern matches a decoded line, once per pattern and distinct short line."""
+        if len(text) > PARSED_BYTES:
+            return search_text(self.library.confirm[idx], text)
+        key = (idx, text)
+        if key not in self.confirmed:
+            if len(self.confirmed) >= PARSED_LINES:
+                self.confirmed.clear()
+            self.confirmed[key] = search_text(self.library.confirm[idx], text)
+        return self.confirmed[key]
 
     def _progress_tail(self, chunk: Chunk) -> list[int]:
         """The last progress lines of a chunk, read from its end: cheap however many there are."""
@@ -467,10 +487,15 @@ def _narrow(prefilter: Any, data: bytes, wanted: Iterable[int]) -> dict[int, lis
 
 
 def _locate_some(
-    compiled: Any, data: bytes, idx: int, limit: int, spans: Iterable[tuple[int, int | None]] = WHOLE
+    compiled: Any,
+    data: bytes,
+    idx: int,
+    limit: int,
+    spans: Iterable[tuple[int, int | None]] = WHOLE,
+    loose: tuple[Any, Any] | None = None,
 ) -> tuple[list[tuple[int, int]], int | None]:
     """The first `limit` hits of a pattern in a chunk (within `spans`), and where to resume if it may hit again."""
-    hits = chain.from_iterable(_locate(compiled, data, idx, start, stop) for start, stop in spans)
+    hits = chain.from_iterable(_locate(compiled, data, idx, start, stop, loose) for start, stop in spans)
     found = list(islice(hits, limit))
     if len(found) < limit:
         return found, None
@@ -480,22 +505,37 @@ def _locate_some(
     return found, None if end < 0 else end + 1
 
 
-def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0, stop: int | None = None) -> Iterator[tuple[int, int]]:
-    """The start of the first match of a pattern on each line of data[pos:stop] (whole lines)."""
+def _locate(
+    compiled: Any,
+    data: bytes,
+    idx: int,
+    pos: int = 0,
+    stop: int | None = None,
+    loose: tuple[Any, Any] | None = None,
+) -> Iterator[tuple[int, int]]:
+    """A match of a pattern on each line of data[pos:stop] (whole lines) that holds one.
+
+    Without `loose`, the start of the first match on the line. With it (`compile_loose`:
+    the opened pattern and a Set of the exact one), an offset in the line: where the
+    opened pattern's match starts, on a line the exact one matches.
+    """
     # On a memoryview: the wrapper's search() copies the whole chunk on every call,
     # which made frequent patterns cost O(hits x chunk).
     view, size = memoryview(data), len(data) if stop is None else stop
+    search, exact = (compiled, None) if loose is None else loose
     while pos < size:
-        start = find(compiled, view, pos, size)
+        start = find(search, view, pos, size)
         if start < 0:
             return
-        yield start, idx
         begin, end = data.rfind(b"\n", 0, start) + 1, data.find(b"\n", start)
+        # A line of whole lines is matched as in the chunk: newlines or the ends around it.
+        matched = exact is None or bool(exact.Match(view[begin : len(data) if end < 0 else end]))
+        if matched:
+            yield start, idx
         if end < 0:
             return
         # The same line again, between the same newlines, matches at the same place: a
-        # repeated line costs a comparison, not a search (RE2 takes up to 12 us a hit
-        # to find where a match of a counted repeat starts).
+        # repeated line costs a comparison, not a search.
         width, offset = end - begin, start - begin
         line = None
         while end + 1 + width < size and data[end + 1 + width] == 10:
@@ -503,7 +543,8 @@ def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0, stop: int | None
             if not data.startswith(line, end + 1):
                 break
             begin, end = end + 1, end + 1 + width
-            yield begin + offset, idx
+            if matched:  # else its copies do not either: skipped all the same
+                yield begin + offset, idx
         pos = end + 1
 
 
