@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
@@ -150,6 +150,7 @@ class _FileScanner:
         # Saturated pattern -> the last chunk holding it: its last line is looked up only
         # when that chunk is the pattern's last or too many chunks are held.
         self.unsettled: dict[int, _Piece] = {}
+        self.dense = False  # the last chunk probed had many patterns to locate
         self.parsed: dict[bytes, Line] = {}  # recent short lines, by their bytes, as make_line gave them
         self.confirmed: dict[tuple[int, str], TextMatch | None] = {}  # recent confirmations, by pattern and text
 
@@ -163,7 +164,14 @@ class _FileScanner:
             chunk = item if isinstance(item, Chunk) else item.read(0)
             probe, data = _Probe(item, chunk.newlines, chunk), chunk.data
         scan, plan, library = self.scan, self.plan, self.library
-        found = library.prefilter.Match(data) or ()  # RE2 releases the GIL while it scans
+        pieces: list[_PieceHits] | None = None
+        if self.dense and probe.chunk is not None:
+            # The chunk before needed narrowing: scan this one in pieces at once, not twice. The
+            # pieces find what the whole chunk would, in the same order (first seen first).
+            pieces = _piece_hits(library.prefilter, probe.chunk.data)
+            found: Iterable[int] = dict.fromkeys(idx for piece in pieces for idx in piece[2])
+        else:
+            found = library.prefilter.Match(data) or ()  # RE2 releases the GIL while it scans
         if view is not None:  # after the scan: numpy's first import overlaps the other thread's scan
             probe.newlines = count_newlines(view)
         wanted = []
@@ -179,20 +187,24 @@ class _FileScanner:
                 probe.saturated.append(idx)
                 continue
             wanted.append(idx)
+        # Only what it costs depends on this (read and written by both threads, unlocked).
+        self.dense = len(wanted) >= NARROW_FROM
         if wanted:
             if probe.chunk is None:
                 assert isinstance(item, Block)
                 probe.chunk = item.read(0)
-            self._locate_wanted(probe, probe.chunk.data, wanted)
+            self._locate_wanted(probe, probe.chunk.data, wanted, pieces)
         probe.found.sort(key=lambda f: f[0])
         return probe
 
-    def _locate_wanted(self, probe: _Probe, data: bytes, wanted: list[int]) -> None:
+    def _locate_wanted(self, probe: _Probe, data: bytes, wanted: list[int], pieces: list[_PieceHits] | None) -> None:
         """Locate the patterns a chunk needs, each up to what its file can still keep."""
         scan, library = self.scan, self.library
         # Many patterns to locate: the Set says in which pieces of the chunk each one is, so
         # each is searched there only, not over the whole chunk.
-        spans = _narrow(library.prefilter, data, wanted) if len(wanted) >= NARROW_FROM else {}
+        spans: dict[int, list[tuple[int, int]]] = {}
+        if len(wanted) >= NARROW_FROM:
+            spans = _spans(pieces if pieces is not None else _piece_hits(library.prefilter, data), wanted)
         for idx in wanted:
             hits = scan.hits.get(idx)
             # No more than the file can still keep, and one more to learn there are more.
@@ -463,18 +475,30 @@ def _last_line(compiled: Any, chunk: Chunk) -> int | None:
     return chunk.first_line + chunk.newlines - data.count(b"\n", starts[-1])
 
 
-def _narrow(prefilter: Any, data: bytes, wanted: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
-    """Per pattern, the runs of NARROW_PIECE-byte pieces of whole lines in which the Set finds it.
+_PieceHits = tuple[int, int, Sequence[int]]  # start, end, what the Set found there
+
+
+def _piece_hits(prefilter: Any, data: bytes) -> list[_PieceHits]:
+    """What the Set finds in each NARROW_PIECE bytes of whole lines of a chunk.
 
     A piece of whole lines is searched as the chunk would be (a line's neighbours are
     newlines or an end either way), and no pattern spans a newline, so a pattern matches
-    nowhere outside its pieces.
+    nowhere outside the pieces it is found in.
     """
-    spans: dict[int, list[tuple[int, int]]] = {idx: [] for idx in wanted}
+    pieces: list[_PieceHits] = []
     view, size, start = memoryview(data), len(data), 0
     while start < size:
         end = data.find(b"\n", start + NARROW_PIECE - 1) + 1 or size
-        for idx in prefilter.Match(view[start:end]) or ():
+        pieces.append((start, end, prefilter.Match(view[start:end]) or ()))
+        start = end
+    return pieces
+
+
+def _spans(pieces: Iterable[_PieceHits], wanted: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
+    """Per pattern, the runs of pieces it is found in."""
+    spans: dict[int, list[tuple[int, int]]] = {idx: [] for idx in wanted}
+    for start, end, found in pieces:
+        for idx in found:
             runs = spans.get(idx)
             if runs is None:
                 continue
@@ -482,7 +506,6 @@ def _narrow(prefilter: Any, data: bytes, wanted: Iterable[int]) -> dict[int, lis
                 runs[-1] = (runs[-1][0], end)
             else:
                 runs.append((start, end))
-        start = end
     return spans
 
 
