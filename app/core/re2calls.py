@@ -8,6 +8,7 @@ bytes or a memoryview and convert only the offsets they return.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import re2
@@ -39,8 +40,14 @@ def search_text(compiled: Any, text: str) -> TextMatch | None:
         return offset if ascii_only else len(data[:offset].decode("utf-8", errors="surrogatepass"))
 
     groups = {}
-    for name, index in compiled.groupindex.items():
+    for name, index in _group_index(compiled):
         start, stop = spans[index]
         if start >= 0:
-            groups[name.decode() if isinstance(name, bytes) else name] = text[chars(start) : chars(stop)]
+            groups[name] = text[chars(start) : chars(stop)]
     return TextMatch((chars(spans[0][0]), chars(spans[0][1])), groups)
+
+
+@lru_cache(maxsize=8192)
+def _group_index(compiled: Any) -> tuple[tuple[str, int], ...]:
+    """A pattern's named groups: the wrapper's `groupindex` builds a new dict on every call."""
+    return tuple((n.decode() if isinstance(n, bytes) else n, i) for n, i in compiled.groupindex.items())
