@@ -27,13 +27,13 @@ const lowerAscii = (s) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
 const FOLD = new Uint8Array(256);
 for (let b = 0; b < 256; b++) FOLD[b] = b >= 65 && b <= 90 ? b + 32 : b;
 
-// Which atoms a block holds, found in one pass over its bytes (ASCII case folded): a hash
-// of the last three bytes is looked up in a table (32 KB: it stays in the CPU's first
-// cache) of the hashes of one three-byte piece of each atom, and only where it is set are
-// the atoms with that piece compared. The piece is the atom's rarest in the log itself (the
-// first block read tells how often each occurs), not its first: `loss` is looked for by
-// `oss`, `'loss': ` by `': ` only if that is rarer. An atom found once in a block is looked
-// for no more in it: a hash whose atoms are all found is cleared from the block's bitmap.
+// Which atoms a block holds, and on which lines, found in one pass over its bytes (ASCII
+// case folded): a hash of the last three bytes is looked up in a table (32 KB: it stays in
+// the CPU's first cache) of the hashes of one three-byte piece of each atom, and only where
+// it is set are the atoms with that piece compared. The piece is the atom's rarest in the
+// log itself (the first block a worker reads tells how often each occurs), not its first.
+// An atom found on DENSE lines of a block is looked for no more in it (its patterns search
+// the block's text instead): a hash whose atoms are all so is cleared from the block's table.
 const GRAM_BITS = 15;
 const GRAM_MASK = (1 << GRAM_BITS) - 1;
 // Lines of an atom listed per block before its patterns are searched for in the text instead:
