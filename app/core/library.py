@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import marshal
+import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -387,8 +388,6 @@ class _ParseCache:
             blob = marshal.dumps({"key": self.key, "version": version, "data": data})
         except ValueError:
             return  # a value marshal cannot hold (a YAML date, say): parse the files next time
-        import secrets  # here: only a command that fills the cache needs it
-
         tmp = self.file.with_name(f"{self.file.name}.{secrets.token_hex(6)}.tmp")
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
