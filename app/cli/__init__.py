@@ -37,7 +37,7 @@ COMMANDS = {
 SERVICES = frozenset({"serve"})
 
 
-def _without_pydantic_plugins() -> None:
+def without_pydantic_plugins() -> None:
     """Spare a one-shot command pydantic's scan of every installed package's entry points.
 
     pydantic looks for plugins when it builds its first model (~5 ms); Tracelore's models are
@@ -56,7 +56,7 @@ class _Commands(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in COMMANDS and cmd_name not in self.commands:
             if cmd_name not in SERVICES:
-                _without_pydantic_plugins()
+                without_pydantic_plugins()
             module, name = COMMANDS[cmd_name]
             self.add_command(getattr(importlib.import_module(module), name), cmd_name)
         return super().get_command(ctx, cmd_name)
