@@ -19,7 +19,8 @@ from tests.support import REPO
 CASE = REPO / "tests" / "corpus" / "cases" / "gh-0xiaohei0-localaivtuber-51"
 
 # The web stack, the database, templates, the HTTP client, YAML (the parse cache is warm),
-# numpy (large logs only), version ranges (no version in this log), the report formats
+# numpy (large logs only), version ranges (no version in this log), the thread pool and
+# `logging` (a log of one chunk), the report formats
 # other than text, and the other command groups.
 NOT_IMPORTED = (
     "fastapi",
@@ -35,6 +36,8 @@ NOT_IMPORTED = (
     "numpy",
     "packaging",
     "watchfiles",
+    "concurrent.futures",
+    "logging",
     "app.web",
     "app.store",
     "app.quota",
@@ -58,23 +61,36 @@ out, sys.argv = sys.argv[1], ["tracelore", *sys.argv[2:]]
 try:
     runpy.run_module("app", run_name="__main__")
 finally:
-    with open(out, "w") as f:
-        json.dump(sorted(sys.modules), f)
+    loader = sys.modules.get("pydantic.plugin._loader")
+    with open(out, "w") as f:  # the modules, and whether pydantic scanned for plugins
+        json.dump([sorted(sys.modules), getattr(loader, "_plugins", None) is not None], f)
 """
 
 
-def _diagnose(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+def _diagnose(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    run, modules, _ = _probe(tmp_path, "diagnose", *args, env=env)
+    return run, modules
+
+
+def _probe(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], set[str], bool]:
+    """Run `tracelore ARGS`; its result, the modules it imported, whether pydantic scanned for plugins."""
     modules = tmp_path / "modules.json"
-    env = {**os.environ, "TRACELORE_CACHE_DIR": str(tmp_path / "cache")}
+    base = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env = {**base, "TRACELORE_CACHE_DIR": str(tmp_path / "cache"), **(env or {})}
     run = subprocess.run(
-        [sys.executable, "-c", PROBE, str(modules), "diagnose", *args],
+        [sys.executable, "-c", PROBE, str(modules), *args],
         capture_output=True,
         text=True,
         env=env,
         cwd=tmp_path,
         timeout=120,
     )
-    return run, set(json.loads(modules.read_text()))
+    names, scanned = json.loads(modules.read_text())
+    return run, set(names), scanned
 
 
 def _offenders(modules: set[str]) -> list[str]:
@@ -98,3 +114,14 @@ def test_the_offender_check_sees_a_command_that_loads_more(tmp_path: Path) -> No
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["version"] == "2.1.0"
     assert _offenders(modules) == ["app.core.formats"]
+
+
+def test_a_command_skips_the_pydantic_plugin_scan_unless_the_user_asks_for_it(tmp_path: Path) -> None:
+    log = str(CASE / "log.txt")
+    run, modules, scanned = _probe(tmp_path, "diagnose", log)
+    assert run.returncode == 1, run.stderr
+    assert "pydantic" in modules and not scanned  # models were built, the installed packages not read
+    # The user's own setting wins: empty disables nothing, so pydantic scans as usual.
+    run, _, scanned = _probe(tmp_path, "diagnose", log, env={"PYDANTIC_DISABLE_PLUGINS": ""})
+    assert run.returncode == 1, run.stderr
+    assert scanned

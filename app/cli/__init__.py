@@ -9,6 +9,7 @@ identified, 2 usage or input error.
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -32,6 +33,19 @@ COMMANDS = {
     "lsp": ("app.cli.watch", "lsp_command"),
 }
 
+# Commands that run as a service: a pydantic plugin installed beside them (observability) stays on.
+SERVICES = frozenset({"serve"})
+
+
+def without_pydantic_plugins() -> None:
+    """Spare a one-shot command pydantic's scan of every installed package's entry points.
+
+    pydantic looks for plugins when it builds its first model (~5 ms); Tracelore's models are
+    its own, so a command has nothing for a plugin to observe. Called before the command's
+    module builds any model. A user who set the variable (even empty, which scans) keeps theirs.
+    """
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
 
 class _Commands(click.Group):
     """A group whose commands are imported only when one is asked for (or listed)."""
@@ -41,6 +55,8 @@ class _Commands(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in COMMANDS and cmd_name not in self.commands:
+            if cmd_name not in SERVICES:
+                without_pydantic_plugins()
             module, name = COMMANDS[cmd_name]
             self.add_command(getattr(importlib.import_module(module), name), cmd_name)
         return super().get_command(ctx, cmd_name)

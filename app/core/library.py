@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import marshal
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -379,18 +380,20 @@ def _placement(path: Path, root: Path, sig: Signature) -> list[Issue]:
 
 
 class _ParseCache:
-    """The parsed YAML of a valid library, kept as JSON beside nothing else of the library,
-    with the library's version (its digest costs as much as reading the JSON).
+    """The parsed YAML of a valid library, kept beside nothing else of the library, with the
+    library's version (its digest costs as much as reading the data).
 
-    libyaml takes ~0.2 s for the shipped files, JSON ~0.01 s: that is most of a
-    command's start-up. The key is a digest of every file's path and bytes, so an edit,
-    a new file or a removed one misses; signatures are validated afresh on every load.
-    Only data JSON renders exactly is kept, and a cache that cannot be written is skipped.
+    libyaml takes ~0.2 s for the shipped files: that was most of a command's start-up. The
+    data is kept in `marshal`'s format, the one Python's own byte code cache uses: it loads
+    in half the time of the same data as JSON (~6 ms against ~13 ms for 1.9 MB) and holds
+    exactly what it was given. The key is a digest of every file's path and bytes, so an
+    edit, a new file or a removed one misses; signatures are validated afresh on every load.
+    Only plain data is kept, and a cache that cannot be written (or read back) is skipped.
     """
 
     def __init__(self, directory: Path, root: Path, files: list[tuple[Path, bytes]]) -> None:
         where = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-        self.file = directory / f"signatures-{where}.json"
+        self.file = directory / f"signatures-{where}.marshal"
         digest = hashlib.sha256()
         for path, data in files:
             digest.update(f"{path.relative_to(root)}\0{len(data)}\0".encode())
@@ -400,8 +403,8 @@ class _ParseCache:
     def load(self) -> tuple[list[Any], str] | None:
         """The parsed files and the library's version, if the cache holds these very files."""
         try:
-            payload = json.loads(self.file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            payload = marshal.loads(self.file.read_bytes())
+        except (OSError, ValueError, EOFError, TypeError):  # missing, damaged or another Python's
             return None
         if not isinstance(payload, dict) or payload.get("key") != self.key:
             return None
@@ -410,15 +413,13 @@ class _ParseCache:
 
     def store(self, data: list[Any], version: str) -> None:
         try:
-            text = json.dumps({"key": self.key, "version": version, "data": data}, ensure_ascii=False)
-        except (TypeError, ValueError):
-            return  # a value JSON cannot hold (a YAML date, say): parse the files next time
-        if json.loads(text)["data"] != data:
-            return  # JSON would change it (integer keys become strings)
+            blob = marshal.dumps({"key": self.key, "version": version, "data": data})
+        except ValueError:
+            return  # a value marshal cannot hold (a YAML date, say): parse the files next time
         tmp = self.file.with_name(f"{self.file.name}.{secrets.token_hex(6)}.tmp")
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(text, encoding="utf-8")
+            tmp.write_bytes(blob)
             tmp.replace(self.file)  # atomic: a concurrent reader sees the old or the new file
         except OSError:
             with contextlib.suppress(OSError):

@@ -22,16 +22,18 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.library import Library
 from app.core.models import Line
 from app.core.re2calls import TextMatch, find, search_text
 from app.core.reader import Block, Chunk, count_newlines, make_line
 from app.core.redact import DEFAULT, Redactor
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 KEEP_FIRST = 32  # hits per pattern and file kept with their text (evidence)
 KEEP_LINES = 4096  # line numbers per pattern and file kept (windows, explained lines)
@@ -610,6 +612,8 @@ def scan_file(
         for chunk in chain(first, chunks):
             scanner.apply(scanner.probe(chunk))
         return scanner.finish()
+    from concurrent.futures import ThreadPoolExecutor  # here: it brings `logging`, which a small log never needs
+
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tracelore-scan") as pool:
         pending: deque[Future[_Probe]] = deque()
         for chunk in chain(first, chunks):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import marshal
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -64,7 +66,7 @@ def test_a_cached_library_is_read_without_parsing_yaml(
 ) -> None:
     cache = tmp_path / "cache"
     first = load_library(library_copy, cache=cache)
-    assert len(list(cache.glob("signatures-*.json"))) == 1
+    assert len(list(cache.glob("signatures-*.marshal"))) == 1
 
     def no_yaml(*_: object) -> None:
         raise AssertionError("the cache was not used")
@@ -91,18 +93,30 @@ def test_a_broken_library_is_reported_not_cached(library_copy: Path, tmp_path: P
     path.write_text(path.read_text() + "\nid: again\n")
     with pytest.raises(LibraryError, match="duplicate"):
         load_library(library_copy, cache=cache)
-    assert not list(cache.glob("*.json"))
+    assert not list(cache.glob("signatures-*"))
     with pytest.raises(LibraryError):  # and again: nothing stale hides the problem
         load_library(library_copy, cache=cache)
 
 
-@pytest.mark.parametrize("content", ["", "{not json", '{"key": "x", "data": []}', "[]"])
-def test_a_damaged_cache_is_ignored(library_copy: Path, tmp_path: Path, content: str) -> None:
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda blob: b"",
+        lambda blob: b"{not marshal",
+        lambda blob: blob[: len(blob) // 2],  # a write cut short
+        lambda blob: marshal.dumps({"key": "x", "data": []}),
+        lambda blob: marshal.dumps([]),
+        lambda blob: b"\xff" + blob[1:],  # an unknown type code
+    ],
+)
+def test_a_damaged_cache_is_ignored(library_copy: Path, tmp_path: Path, damage: Callable[[bytes], bytes]) -> None:
     cache = tmp_path / "cache"
     reference = load_library(library_copy, cache=cache)
-    (cached,) = cache.glob("signatures-*.json")
-    cached.write_text(content)
-    assert load_library(library_copy, cache=cache).version == reference.version
+    (cached,) = cache.glob("signatures-*.marshal")
+    cached.write_bytes(damage(cached.read_bytes()))
+    again = load_library(library_copy, cache=cache)
+    assert again.version == reference.version and again.signatures == reference.signatures
+    assert marshal.loads(cached.read_bytes())["version"] == reference.version  # and the cache is whole again
 
 
 def test_a_cache_that_cannot_be_written_is_skipped(library_copy: Path, tmp_path: Path) -> None:
