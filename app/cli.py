@@ -32,7 +32,7 @@ from app.errors import LibraryError, NotText, TraceloreError
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from app.remote import RemoteResult
+    from app.core.stored import StoredDiagnosis
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
 
@@ -134,11 +134,9 @@ def main() -> None:
     """Tracelore: diagnose failed ML training runs from their logs."""
 
 
-def render(d: Diagnosis, fmt: str, *, base_url: str = "", permalink: str | None = None, raw: object = None) -> str:
+def render(d: Diagnosis, fmt: str, *, base_url: str = "", permalink: str | None = None) -> str:
     """The report of a diagnosis in one of FORMATS (each format's module imported only for it)."""
     if fmt == "json":
-        if raw is not None:  # remote mode: the server's record, with its id and url
-            return json.dumps(raw, indent=2) + "\n"
         return d.model_dump_json(indent=2) + "\n"
     if fmt in ("sarif", "junit", "github"):
         from app.core.formats import render_github, render_junit, render_sarif
@@ -176,7 +174,7 @@ def _remote(
     full: bool,
     top: int | None,
     max_wait: float,
-) -> RemoteResult:
+) -> StoredDiagnosis:
     from app.remote import fetch_spec, human_size, padded_log, post_excerpt, post_log
 
     if len(logs) != 1:
@@ -285,7 +283,6 @@ def diagnose(
     if full and not server:
         raise click.UsageError("--full needs --server (locally the whole log is always read)")
     permalink = None
-    raw = None
     try:
         if server:
             from app.remote import RemoteError
@@ -296,7 +293,7 @@ def diagnose(
                 )
             except RemoteError as exc:
                 raise click.ClickException(str(exc)) from exc
-            result, permalink, raw = remote.diagnosis, remote.url, remote.raw
+            result, permalink = remote.diagnosis, remote.url
         else:
             from app.core.diagnose import diagnose_many
 
@@ -315,10 +312,10 @@ def diagnose(
                 "set --base-url or TRACELORE_BASE_URL to your service's address)",
                 err=True,
             )
-    click.echo(render(result, fmt, base_url=links, permalink=permalink, raw=raw), nl=False)
+    click.echo(render(result, fmt, base_url=links, permalink=permalink), nl=False)
     for report_fmt, path in extra:
         try:
-            path.write_text(render(result, report_fmt, base_url=links, permalink=permalink, raw=raw), encoding="utf-8")
+            path.write_text(render(result, report_fmt, base_url=links, permalink=permalink), encoding="utf-8")
         except OSError as exc:
             raise click.ClickException(
                 f"cannot write the {report_fmt} report to {path}: {exc.strerror or exc}"

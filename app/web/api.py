@@ -15,15 +15,16 @@ from sqlalchemy import text
 from starlette.datastructures import URLPath
 
 from app.config import Settings
-from app.core.models import entry_path
+from app.core.models import Window, entry_path
 from app.core.signature import Signature
+from app.core.stored import StoredDiagnosis
 from app.errors import Forbidden, NotFound, NotReady, Unauthorized
-from app.store.diagnoses import Record, Window, get_diagnosis, get_log, save_diagnosis
+from app.store.diagnoses import get_diagnosis, get_log, save_diagnosis
 from app.web import quota
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, Subject, SubjectDep
 from app.web.problems import PROBLEM_JSON
-from app.web.schemas import DiagnosisRecord, SignatureEntry, SignatureSummary, Status
-from app.web.service import Analysis, run_analysis
+from app.web.schemas import SignatureEntry, SignatureSummary, Status
+from app.web.service import run_keep
 from app.web.upload import read_upload
 
 router = APIRouter()
@@ -99,16 +100,9 @@ def page_url(request: Request, settings: Settings, diagnosis_id: str) -> str:
     return diagnosis_url(request, "diagnosis_page", diagnosis_id)
 
 
-def to_record(request: Request, settings: Settings, record: Record) -> DiagnosisRecord:
-    """The API shape of a stored diagnosis."""
-    return DiagnosisRecord.model_validate(
-        {
-            **record.diagnosis.model_dump(),
-            "id": record.id,
-            "url": page_url(request, settings, record.id),
-            "created_at": record.created_at,
-        }
-    )
+def with_url(request: Request, settings: Settings, record: StoredDiagnosis) -> StoredDiagnosis:
+    """A stored diagnosis with the address of its page."""
+    return record.model_copy(update={"url": page_url(request, settings, record.id)}) if record.id else record
 
 
 async def diagnose_request(
@@ -119,7 +113,7 @@ async def diagnose_request(
     metrics: MetricsDep,
     top: int | None,
     subject: Subject,
-) -> tuple[Analysis, bool]:
+) -> tuple[StoredDiagnosis, bool]:
     """Read, bound, count and diagnose the log in a request; return it and whether to store it."""
     gate = request.app.state.gate
     gate.check()  # refuse before reading a body we could not serve
@@ -127,7 +121,7 @@ async def diagnose_request(
     upload = await read_upload(request, limit=tier.max_log_bytes)
     quota.read(request)
     try:
-        analysis = await run_analysis(
+        kept = await run_keep(
             gate,
             upload.files,
             library,
@@ -142,10 +136,10 @@ async def diagnose_request(
         raise quota.uncounted(request, exc) from None
     finally:
         upload.close()
-    return analysis, upload.store is not False
+    return kept, upload.store is not False
 
 
-def save_committed(request: Request, analysis: Analysis, subject: Subject) -> Record:
+def save_committed(request: Request, kept: StoredDiagnosis, subject: Subject) -> StoredDiagnosis:
     """Count and save a diagnosis in one short transaction, committed before this returns (blocking).
 
     The count and the row commit together: a process killed at any moment leaves no diagnosis
@@ -153,27 +147,17 @@ def save_committed(request: Request, analysis: Analysis, subject: Subject) -> Re
     the database's write lock is held for two statements (SQLite has one for the whole file).
     """
     with request.app.state.sessionmaker.begin() as session:
-        record = save_diagnosis(
-            session,
-            diagnosis=analysis.diagnosis,
-            windows=analysis.windows,
-            subject=subject.id,
-            tier=subject.tier,
-            input_bytes=analysis.input_bytes,
-            input_sha256=analysis.input_sha256,
-            created_at=datetime.now(UTC),
-            log_gz=analysis.log_gz,
-        )
+        record = save_diagnosis(session, kept, subject=subject.id, tier=subject.tier, created_at=datetime.now(UTC))
         # Counted last: on PostgreSQL the subject's counter row stays locked until the commit.
         usage = quota.count(session, request, subject)
     quota.counted(request, usage)
     return record
 
 
-async def store_analysis(request: Request, analysis: Analysis, subject: Subject) -> Record:
+async def store_kept(request: Request, kept: StoredDiagnosis, subject: Subject) -> StoredDiagnosis:
     """Count, save and commit a diagnosis off the event loop; the row is there once this returns."""
     try:
-        return await run_in_threadpool(save_committed, request, analysis, subject)
+        return await run_in_threadpool(save_committed, request, kept, subject)
     except Exception as exc:
         raise quota.uncounted(request, exc) from exc
 
@@ -181,10 +165,10 @@ async def store_analysis(request: Request, analysis: Analysis, subject: Subject)
 @router.post(
     "/diagnoses",
     status_code=201,
-    response_model=DiagnosisRecord,
+    response_model=StoredDiagnosis,
     openapi_extra=_UPLOAD_BODY,
     responses={
-        200: {"description": "Diagnosed, not stored (`store=false`)", "model": DiagnosisRecord},
+        200: {"description": "Diagnosed, not stored (`store=false`)", "model": StoredDiagnosis},
         400: _PROBLEM,
         401: _PROBLEM,
         413: _PROBLEM,
@@ -203,33 +187,33 @@ async def create_diagnosis(
     subject: SubjectDep,
     store: Annotated[bool | None, Query(description="keep a permalink (default true)")] = None,
     top: Annotated[int | None, Query(ge=1, le=100, description="at most this many candidates")] = None,
-) -> DiagnosisRecord:
+) -> StoredDiagnosis:
     """Diagnose a log; with `store` (the default) keep it and return its permalink."""
-    analysis, body_store = await diagnose_request(
+    kept, body_store = await diagnose_request(
         request, settings=settings, library=library, metrics=metrics, top=top, subject=subject
     )
     if store is False or not body_store:
         await quota.count_alone(request, subject)
         response.status_code = 200
-        return DiagnosisRecord.model_validate(analysis.diagnosis.model_dump())
-    record = await store_analysis(request, analysis, subject)
-    response.headers["Location"] = diagnosis_url(request, "read_diagnosis", record.id)
+        return kept
+    record = await store_kept(request, kept, subject)
+    response.headers["Location"] = diagnosis_url(request, "read_diagnosis", record.permalink_id)
     if record.delete_token:  # shown once; only its hash is stored
         response.headers["X-Delete-Token"] = record.delete_token
-    return to_record(request, settings, record)
+    return with_url(request, settings, record)
 
 
-def _load(session: SessionDep, settings: Settings, diagnosis_id: str) -> Record:
+def _load(session: SessionDep, settings: Settings, diagnosis_id: str) -> StoredDiagnosis:
     record = get_diagnosis(session, diagnosis_id, not_before=not_before(settings)) if len(diagnosis_id) <= 64 else None
     if record is None:
         raise NotFound(f"no diagnosis {diagnosis_id!r}: the id is wrong or the diagnosis has expired")
     return record
 
 
-@router.get("/diagnoses/{diagnosis_id}", response_model=DiagnosisRecord, responses={404: _PROBLEM})
-def read_diagnosis(diagnosis_id: str, request: Request, settings: SettingsDep, session: SessionDep) -> DiagnosisRecord:
+@router.get("/diagnoses/{diagnosis_id}", response_model=StoredDiagnosis, responses={404: _PROBLEM})
+def read_diagnosis(diagnosis_id: str, request: Request, settings: SettingsDep, session: SessionDep) -> StoredDiagnosis:
     """A stored diagnosis."""
-    return to_record(request, settings, _load(session, settings, diagnosis_id))
+    return with_url(request, settings, _load(session, settings, diagnosis_id))
 
 
 @router.get("/diagnoses/{diagnosis_id}/windows", response_model=list[Window], responses={404: _PROBLEM})

@@ -12,10 +12,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from app.core.models import Candidate, Diagnosis
+from app.core.models import Candidate, Diagnosis, Window
+from app.core.stored import StoredDiagnosis
 from app.errors import NotFound, TraceloreError
-from app.store.diagnoses import Record, Window, get_diagnosis
-from app.web.api import diagnose_request, diagnosis_url, not_before, store_analysis
+from app.store.diagnoses import get_diagnosis
+from app.web.api import diagnose_request, diagnosis_url, not_before, store_kept
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
 from app.web.formback import FormBack, form_back
 from app.web.identity import Subject
@@ -122,10 +123,10 @@ async def diagnose_form(
 ) -> Response:
     """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
     try:
-        analysis, _ = await diagnose_request(
+        kept, _ = await diagnose_request(
             request, settings=settings, library=library, metrics=metrics, top=None, subject=subject
         )
-        record = await store_analysis(request, analysis, subject)  # counted here, with the row
+        record = await store_kept(request, kept, subject)  # counted here, with the row
     except TraceloreError as exc:
         if exc.status == 503 or exc.status >= 500:
             raise
@@ -143,7 +144,7 @@ async def diagnose_form(
             headers=exc.headers,
             subject=subject,
         )
-    response = RedirectResponse(diagnosis_url(request, "diagnosis_page", record.id), status_code=303)
+    response = RedirectResponse(diagnosis_url(request, "diagnosis_page", record.permalink_id), status_code=303)
     remember_delete_token(response, record, settings, secure=request.url.scheme == "https")
     return response
 
@@ -193,7 +194,7 @@ class Context:
     shown_with: list[Candidate]  # earlier candidates on the page that already show the rest
 
 
-def _contexts(record: Record, order: list[Candidate]) -> dict[int, Context]:
+def _contexts(record: StoredDiagnosis, order: list[Candidate]) -> dict[int, Context]:
     """Each window of log context once on the page, with the first candidate (in page order) it belongs to.
 
     Echoes on many ranks share the lines around them: repeating the same window under each
@@ -237,14 +238,11 @@ def shown_ranks(candidate: Candidate) -> tuple[list[int], list[int]]:
     return shown, sorted(set(candidate.ranks) - set(shown))
 
 
-def page_context(record: Record) -> dict[str, Any]:
+def page_context(record: StoredDiagnosis) -> dict[str, Any]:
     """What diagnosis.html needs, grouped the way a person reads it."""
-    d = record.diagnosis
-    terminal = [c for c in d.candidates if c.episode == "terminal"]
-    main = [c for c in terminal if c.role != "collateral"]
+    d = record
+    main, echoes, earlier = d.groups()
     timeline = _timeline(d)
-    echoes = [c for c in terminal if c.role == "collateral"]
-    earlier = [c for c in d.candidates if c.episode == "earlier"]
     contexts = _contexts(record, [*main, *echoes, *earlier])
     return {
         "record": record,
