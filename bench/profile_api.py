@@ -14,6 +14,7 @@ thread posts the 20 KB log of `bench/api.py` one request at a time.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import tempfile
 import threading
@@ -31,8 +32,13 @@ import uvicorn  # noqa: E402
 from pyinstrument import Profiler  # noqa: E402
 
 from app.config import Settings  # noqa: E402
+from app.store.migrate import upgrade  # noqa: E402
 from app.web.app import create_app  # noqa: E402
 from bench.api import free_port, small_log  # noqa: E402
+
+
+async def _call(func: Any) -> None:
+    func()
 
 
 async def _inline(func: Any, *args: Any, **_options: Any) -> Any:
@@ -43,6 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=200, help="requests profiled (after 20 untimed)")
     parser.add_argument("--html", type=Path, help="also write pyinstrument's HTML report here")
+    parser.add_argument("--flat", action="store_true", help="functions by their own time, not the call tree")
     args = parser.parse_args()
     body = small_log(ROOT / "bench" / "out", 20 << 10).read_bytes()
     # Worker-thread hops run inline: one thread, one profile (the hops' own cost is not in it).
@@ -57,6 +64,7 @@ def main() -> None:
             mod.run_in_threadpool = _inline  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory(prefix="tracelore-profile-") as tmp:
         settings = Settings(data_dir=Path(tmp), cache_dir=Path(tmp) / "cache", quota_anonymous=10**9, secret_key="p")
+        upgrade(settings.effective_database_url)
         app = create_app(settings)
         port = free_port()
         server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", lifespan="on"))
@@ -68,20 +76,25 @@ def main() -> None:
                 time.sleep(0.01)
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
                 for i in range(20 + args.requests):
-                    if i == 20:
-                        profiler.start()
+                    if i == 20:  # the profiler samples the thread that starts it: the event loop's
+                        asyncio.run_coroutine_threadsafe(_call(profiler.start), loop[0]).result()
                         started = time.perf_counter()
                     answer = http.post("/api/v1/diagnoses", content=body, headers={"Content-Type": "text/plain"})
                     assert answer.status_code == 201, answer.text
-                profiler.stop()
                 seconds.append(time.perf_counter() - started)
+                asyncio.run_coroutine_threadsafe(_call(profiler.stop), loop[0]).result()
             server.should_exit = True
 
+        async def serve() -> None:
+            loop.append(asyncio.get_running_loop())
+            await server.serve()
+
+        loop: list[asyncio.AbstractEventLoop] = []
         threading.Thread(target=client, daemon=True).start()
-        server.run()
+        asyncio.run(serve())
     per = seconds[0] / args.requests * 1000
     print(f"{args.requests} requests, {per:.1f} ms each (client included, worker threads inline)")
-    print(profiler.output_text(unicode=True, color=False, show_all=False))
+    print(profiler.output_text(unicode=True, color=False, show_all=args.flat, flat=args.flat))
     if args.html:
         args.html.write_text(profiler.output_html())
 

@@ -76,10 +76,13 @@ def wanted_spans(
     return spans
 
 
+Cut = tuple[str | None, list[tuple[int, str]]]  # a window before redaction: its file, its (line number, text)
+
+
 def evidence_windows(
     file: BinaryIO, diagnosis: Diagnosis, *, context: int, name: str | None, every: bool = True
-) -> list[Window]:
-    """The log lines around every evidence and unexplained line (not yet redacted).
+) -> list[Cut]:
+    """The log lines around every evidence and unexplained line, not yet redacted.
 
     With `every` false, only the lines the diagnosis places in file `name` (a job of several files).
     """
@@ -103,37 +106,35 @@ def evidence_windows(
                 texts[no] = decode(frames[-1])[0]
                 budget -= 1
     file.seek(0)
-    windows: list[Window] = []
-    for start, end in spans:
-        lines = [WindowLine(no=no, text=texts[no]) for no in range(start, end + 1) if no in texts]
-        if lines:
-            windows.append(Window(file=name, lines=lines))
-    return windows
+    cuts = [(name, [(no, texts[no]) for no in range(start, end + 1) if no in texts]) for start, end in spans]
+    return [cut for cut in cuts if cut[1]]
 
 
-def excerpt_evidence_windows(excerpt: Excerpt, diagnosis: Diagnosis, *, context: int, name: str | None) -> list[Window]:
+def excerpt_evidence_windows(excerpt: Excerpt, diagnosis: Diagnosis, *, context: int, name: str | None) -> list[Cut]:
     """`evidence_windows` for an excerpt: the lines it holds around the evidence, by original number."""
-    windows: list[Window] = []
+    cuts: list[Cut] = []
     budget = MAX_WINDOW_LINES
     for span in excerpt_windows(excerpt, wanted_spans(diagnosis, context)):
         lines = []
         for no, text in span[: max(0, budget)]:
             frames = [f for f in strip_ansi(text.encode("utf-8", errors="replace")).split(b"\r") if f.strip()]
-            lines.append(WindowLine(no=no, text=decode(frames[-1] if frames else b"")[0]))
+            lines.append((no, decode(frames[-1] if frames else b"")[0]))
         budget -= len(lines)
         if lines:
-            windows.append(Window(file=name, lines=lines))
-    return windows
+            cuts.append((name, lines))
+    return cuts
 
 
-def redact_windows(windows: list[Window], redactor: Redactor) -> list[Window]:
+def redact_windows(cuts: list[Cut], redactor: Redactor) -> list[Window]:
     """Context windows with secrets replaced; a PEM key spanning lines of a window goes whole."""
-    out = []
-    for window in windows:
-        stream = redactor.stream()
-        lines = [WindowLine(no=line.no, text=stream.line(line.text)) for line in window.lines]
-        out.append(Window(file=window.file, lines=lines))
-    return out
+    windows = []
+    for name, lines in cuts:
+        # The window as one block: one scan finds the few lines a rule could touch.
+        texts = redactor.text("\n".join(text for _, text in lines)).text.split("\n")
+        # Built once, from values made here: nothing to validate.
+        kept = [WindowLine.model_construct(no=no, text=text) for (no, _), text in zip(lines, texts, strict=True)]
+        windows.append(Window.model_construct(file=name, lines=kept))
+    return windows
 
 
 def keep(
@@ -168,14 +169,14 @@ def keep(
     else:
         diagnosis = diagnose_many(logs, library, top=top, redactor=redactor, threads=threads)
     seconds = time.perf_counter() - started
-    windows: list[Window] = []
+    cuts: list[Cut] = []
     for name, file in logs:
         file.seek(0)
         if excerpt is not None:
-            windows += excerpt_evidence_windows(excerpt, diagnosis, context=context, name=name)
+            cuts += excerpt_evidence_windows(excerpt, diagnosis, context=context, name=name)
         else:
-            windows += evidence_windows(file, diagnosis, context=context, name=name, every=len(logs) == 1)
-    windows = redact_windows(windows, redactor)
+            cuts += evidence_windows(file, diagnosis, context=context, name=name, every=len(logs) == 1)
+    windows = redact_windows(cuts, redactor)
     log_gz, log_counts = compress_redacted(logs, redactor) if keep_log else (None, {})
     counts = shown_redactions(diagnosis.candidates, diagnosis.unexplained, diagnosis.input.files, windows, log_counts)
     return StoredDiagnosis.keeping(

@@ -7,9 +7,10 @@ import hmac
 import json
 import secrets
 from datetime import UTC, datetime
+from typing import cast
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
-from sqlalchemy import delete, func, select
+from sqlalchemy import Table, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.core.models import Window
@@ -63,27 +64,31 @@ def save_diagnosis(
     The returned diagnosis carries a fresh delete token; only its hash is stored.
     """
     token = new_delete_token()
-    row = DiagnosisRow(
-        id=new_id(),
-        created_at=created_at,
-        subject=subject,
-        tier=tier,
-        input_bytes=kept.input_bytes,
-        input_sha256=kept.input_sha256,
-        library_version=kept.library_version,
-        schema_version=kept.schema_version,
-        diagnosis_json=kept.diagnosis_json(),
-        windows_json=_WINDOWS.dump_json(kept.windows).decode(),
-        log_gz=kept.log_gz,
-        delete_token_hash=token_hash(token),
+    diagnosis_id = new_id()
+    session.execute(
+        insert(cast(Table, DiagnosisRow.__table__)),
+        [
+            {
+                "id": diagnosis_id,
+                "created_at": created_at,
+                "subject": subject,
+                "tier": tier,
+                "input_bytes": kept.input_bytes,
+                "input_sha256": kept.input_sha256,
+                "library_version": kept.library_version,
+                "schema_version": kept.schema_version,
+                "diagnosis_json": kept.diagnosis_json(),
+                "windows_json": _WINDOWS.dump_json(kept.windows).decode(),
+                "log_gz": kept.log_gz,
+                "delete_token_hash": token_hash(token),
+            }
+        ],
     )
-    session.add(row)
-    session.flush()
-    record_learning(session, row.id, kept, created_at)
+    record_learning(session, diagnosis_id, kept, created_at)
     # Built from what was written, not read back: parsing the JSON just dumped would only cost time.
     return kept.model_copy(
         update={
-            "id": row.id,
+            "id": diagnosis_id,
             "created_at": _aware(created_at),
             "subject": subject,
             "tier": tier,
