@@ -6,9 +6,9 @@ import hmac
 import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import text
@@ -19,9 +19,10 @@ from app.core.models import Window, entry_path
 from app.core.signature import Signature
 from app.core.stored import StoredDiagnosis
 from app.errors import Forbidden, NotFound, NotReady, Unauthorized
+from app.quota.tiers import Usage
 from app.store.diagnoses import get_diagnosis, get_log, save_diagnosis
 from app.web import quota
-from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, Subject, SubjectDep
+from app.web.deps import LibraryDep, MetricsDep, SessionDep, Sessions, SessionsDep, SettingsDep, Subject, SubjectDep
 from app.web.problems import PROBLEM_JSON
 from app.web.schemas import SignatureEntry, SignatureSummary, Status
 from app.web.service import run_keep
@@ -76,21 +77,22 @@ def not_before(settings: Settings) -> datetime | None:
     return datetime.now(UTC) - timedelta(days=settings.retention_days)
 
 
-_ID = "{diagnosis_id}"
+DIAGNOSIS_ID = "{diagnosis_id}"
+DIAGNOSIS_ROUTES = ("read_diagnosis", "diagnosis_page")  # the routes diagnosis_url serves
 
 
 def diagnosis_url(request: Request, route: str, diagnosis_id: str) -> str:
-    """`request.url_for(route, diagnosis_id=...)` with the route's path looked up once per process.
+    """`request.url_for(route, diagnosis_id=...)` from the route's path, looked up once by create_app.
 
     url_for tries every route of the app in turn; the path of a diagnosis route never changes.
     """
-    paths: dict[str, str] | None = getattr(request.app.state, "diagnosis_paths", None)
-    if paths is None:
-        paths = request.app.state.diagnosis_paths = {}
-    path = paths.get(route)
-    if path is None:
-        path = paths[route] = str(request.app.url_path_for(route, diagnosis_id=_ID))
-    return str(URLPath(path.replace(_ID, diagnosis_id)).make_absolute_url(request.base_url))
+    path: str = request.app.state.diagnosis_paths[route]
+    return str(URLPath(path.replace(DIAGNOSIS_ID, diagnosis_id)).make_absolute_url(request.base_url))
+
+
+def diagnosis_paths(app: FastAPI) -> dict[str, str]:
+    """The path of each route that takes a diagnosis id, with `{diagnosis_id}` in its place."""
+    return {route: str(app.url_path_for(route, diagnosis_id=DIAGNOSIS_ID)) for route in DIAGNOSIS_ROUTES}
 
 
 def page_url(request: Request, settings: Settings, diagnosis_id: str) -> str:
@@ -105,21 +107,29 @@ def with_url(request: Request, settings: Settings, record: StoredDiagnosis) -> S
     return record.model_copy(update={"url": page_url(request, settings, record.id)}) if record.id else record
 
 
+class Diagnosed(NamedTuple):
+    """A request's log, diagnosed and kept, with what the caller asked and where they stood when it was read."""
+
+    kept: StoredDiagnosis
+    store: bool
+    admitted: Usage
+
+
 async def diagnose_request(
     request: Request,
     *,
     settings: Settings,
     library: LibraryDep,
     metrics: MetricsDep,
+    sessions: Sessions,
     top: int | None,
     subject: Subject,
-) -> tuple[StoredDiagnosis, bool]:
-    """Read, bound, count and diagnose the log in a request; return it and whether to store it."""
+) -> Diagnosed:
+    """Read, bound and diagnose the log in a request (counted later, with the row or alone)."""
     gate = request.app.state.gate
     gate.check()  # refuse before reading a body we could not serve
-    tier = await quota.admit(request, subject)  # a spent allowance is refused before the body is read
-    upload = await read_upload(request, limit=tier.max_log_bytes)
-    quota.read(request)
+    admitted = await quota.admit(request, sessions, subject)  # a spent allowance is refused before the body is read
+    upload = await read_upload(request, limit=admitted.tier.max_log_bytes)
     try:
         kept = await run_keep(
             gate,
@@ -133,33 +143,36 @@ async def diagnose_request(
             redactor=request.app.state.redactor,
         )
     except BaseException as exc:
-        raise quota.uncounted(request, exc) from None
+        raise quota.uncounted(request, exc, admitted) from None
     finally:
         upload.close()
-    return kept, upload.store is not False
+    return Diagnosed(kept, upload.store is not False, admitted)
 
 
-def save_committed(request: Request, kept: StoredDiagnosis, subject: Subject) -> StoredDiagnosis:
+def save_committed(
+    request: Request, sessions: Sessions, kept: StoredDiagnosis, subject: Subject
+) -> tuple[StoredDiagnosis, Usage]:
     """Count and save a diagnosis in one short transaction, committed before this returns (blocking).
 
     The count and the row commit together: a process killed at any moment leaves no diagnosis
     counted that was not stored. Nothing else runs between the first write and the COMMIT, so
     the database's write lock is held for two statements (SQLite has one for the whole file).
     """
-    with request.app.state.sessionmaker.begin() as session:
+    with sessions.begin() as session:
         record = save_diagnosis(session, kept, subject=subject.id, tier=subject.tier, created_at=datetime.now(UTC))
         # Counted last: on PostgreSQL the subject's counter row stays locked until the commit.
         usage = quota.count(session, request, subject)
-    quota.counted(request, usage)
-    return record
+    return record, usage
 
 
-async def store_kept(request: Request, kept: StoredDiagnosis, subject: Subject) -> StoredDiagnosis:
+async def store_kept(
+    request: Request, sessions: Sessions, diagnosed: Diagnosed, subject: Subject
+) -> tuple[StoredDiagnosis, Usage]:
     """Count, save and commit a diagnosis off the event loop; the row is there once this returns."""
     try:
-        return await run_in_threadpool(save_committed, request, kept, subject)
+        return await run_in_threadpool(save_committed, request, sessions, diagnosed.kept, subject)
     except Exception as exc:
-        raise quota.uncounted(request, exc) from exc
+        raise quota.uncounted(request, exc, diagnosed.admitted) from exc
 
 
 @router.post(
@@ -183,19 +196,20 @@ async def create_diagnosis(
     settings: SettingsDep,
     library: LibraryDep,
     metrics: MetricsDep,
+    sessions: SessionsDep,
     subject: SubjectDep,
     store: Annotated[bool | None, Query(description="keep a permalink (default true)")] = None,
     top: Annotated[int | None, Query(ge=1, le=100, description="at most this many candidates")] = None,
 ) -> Response:
     """Diagnose a log; with `store` (the default) keep it and return its permalink."""
-    kept, body_store = await diagnose_request(
-        request, settings=settings, library=library, metrics=metrics, top=top, subject=subject
+    diagnosed = await diagnose_request(
+        request, settings=settings, library=library, metrics=metrics, sessions=sessions, top=top, subject=subject
     )
-    if store is False or not body_store:
-        await quota.count_alone(request, subject)
-        return diagnosis_json(kept)
-    record = await store_kept(request, kept, subject)
-    headers = {"Location": diagnosis_url(request, "read_diagnosis", record.permalink_id)}
+    if store is False or not diagnosed.store:
+        usage = await quota.count_alone(request, sessions, subject)
+        return diagnosis_json(diagnosed.kept, headers=usage.headers())
+    record, usage = await store_kept(request, sessions, diagnosed, subject)
+    headers = {"Location": diagnosis_url(request, "read_diagnosis", record.permalink_id), **usage.headers()}
     if record.delete_token:  # shown once; only its hash is stored
         headers["X-Delete-Token"] = record.delete_token
     return diagnosis_json(with_url(request, settings, record), status_code=201, headers=headers)

@@ -21,6 +21,7 @@ from app import __version__
 from app.config import Settings
 from app.core.library import Library, load_library
 from app.core.redact import Redactor
+from app.quota.tiers import tier_table
 from app.retention import purge_logged
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
@@ -107,6 +108,8 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.clock = utcnow  # tests put another clock here to move between UTC days
     app.state.encyclopedia = encyclopedia.Encyclopedia(app.state.library, app.state.templates.env)
     app.state.seen = {}  # entry statistics, replaced whole by the periodic summary (app.web.learning)
+    app.state.tiers = tier_table(settings)
+    app.state.prefilter = evidence.published_rules(app.state.library, settings)
     install_problem_handlers(app)
     # Before api.router: its /signatures/{signature_id} would take "prefilter.json".
     app.include_router(evidence.router, prefix="/api/v1", tags=["signatures"])
@@ -123,7 +126,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _add_docs(app)
     openapi.install(app)
-    app.add_middleware(quota.QuotaHeadersMiddleware)
+    app.state.diagnosis_paths = api.diagnosis_paths(app)
     app.add_middleware(accounts.CsrfCookieMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
