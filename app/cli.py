@@ -22,7 +22,7 @@ import click
 from app import __version__
 from app.cli_input import open_log, terminal
 from app.cli_options import SIGNATURES
-from app.config import Settings, usable_cores
+from app.config import Settings, thread_policy
 from app.core.library import TAXONOMY_FILE, Library, load_library
 from app.core.models import LIKELY, Diagnosis
 from app.errors import LibraryError, NotText, TraceloreError
@@ -38,8 +38,8 @@ FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
 
 
 def scan_threads() -> int:
-    """Threads that scan one large log: one per core, at least two, at most eight (a chunk each in flight)."""
-    return min(8, max(2, usable_cores()))
+    """Threads that scan one large log when it is the one diagnosis running (`app.config.thread_policy`)."""
+    return thread_policy(Settings(), diagnoses=1).scan
 
 
 def _library(signatures: Path | None) -> Library:

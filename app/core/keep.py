@@ -146,7 +146,7 @@ def keep(
     keep_log: bool,
     redactor: Redactor = DEFAULT,
     excerpt: Excerpt | None = None,
-    threads: int = 1,
+    threads: int = 2,
 ) -> StoredDiagnosis:
     """Check, hash, diagnose and redact the logs of one job: the diagnosis and what is kept of it (blocking).
 

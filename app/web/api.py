@@ -141,6 +141,7 @@ async def diagnose_request(
             metrics=metrics,
             excerpt=upload.excerpt,
             redactor=request.app.state.redactor,
+            scan_threads=request.app.state.threads.scan,
         )
     except BaseException as exc:
         raise quota.uncounted(request, exc, admitted) from None

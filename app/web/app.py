@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from app import __version__
-from app.config import Settings
+from app.config import Settings, thread_policy
 from app.core.library import Library, load_library
 from app.core.redact import Redactor
 from app.quota.tiers import tier_table
@@ -99,7 +99,10 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.sessionmaker = make_sessionmaker(app.state.engine)
     app.state.library = library or load_library(settings.signatures_dir, cache=settings.cache_dir)
     app.state.metrics = Metrics()
-    app.state.gate = Gate(settings.max_in_flight, settings.retry_after, wait=settings.queue_seconds)
+    app.state.threads = thread_policy(settings)
+    app.state.gate = Gate(
+        settings.max_in_flight, settings.retry_after, wait=settings.queue_seconds, threads=app.state.threads.diagnoses
+    )
     app.state.redactor = Redactor(network=settings.redact_network)
     install_access_log_filter(app.state.redactor)
     app.state.templates = make_templates()

@@ -17,17 +17,6 @@ from app.errors import Overloaded
 from app.web.jsonbody import ExcerptBody
 from app.web.metrics import Metrics
 
-
-def diagnosis_threads() -> int:
-    """Worker threads that diagnose at once in one process: one per core this process may use.
-
-    Diagnosing is CPU work under the GIL: more threads than cores do not diagnose more logs a
-    second, they take turns (every thread's log finishes late) and keep the event loop and the
-    short database transactions waiting for the GIL.
-    """
-    return usable_cores()
-
-
 QUEUE_PER_SLOT = 16  # requests that may wait for a slot, per slot: each holds at most a spool buffer
 
 
@@ -47,7 +36,9 @@ class Gate:
         self.wait = wait
         self.busy = 0  # touched only from the event loop
         self.waiting = 0
-        self.threads = max(1, min(limit, threads or diagnosis_threads()))
+        # Diagnosing is CPU work under the GIL: more threads than cores would take turns, every log
+        # finishing late, and keep the event loop and the short transactions waiting for the GIL.
+        self.threads = max(1, min(limit, threads or usable_cores()))
         self._limiter: anyio.CapacityLimiter | None = None  # made on first use, inside the event loop
         self._freed: anyio.Event | None = None
 
@@ -115,6 +106,7 @@ async def run_keep(
     metrics: Metrics,
     redactor: Redactor = DEFAULT,
     excerpt: ExcerptBody | None = None,
+    scan_threads: int = 2,
 ) -> StoredDiagnosis:
     """Diagnose and keep a log (`app.core.keep`) in a worker thread, holding one of the gate's slots.
 
@@ -132,6 +124,7 @@ async def run_keep(
                     keep_log=keep_log,
                     redactor=redactor,
                     excerpt=excerpt.load(logs[0][1]) if excerpt is not None else None,
+                    threads=scan_threads,
                 ),
                 limiter=gate.limiter,
             )
