@@ -180,7 +180,8 @@ def keep(
     log_gz, log_counts = compress_redacted(logs, redactor) if keep_log else (None, {})
     counts = shown_redactions(diagnosis.candidates, diagnosis.unexplained, diagnosis.input.files, windows, log_counts)
     return StoredDiagnosis.keeping(
-        diagnosis.model_copy(update={"redactions": counts}),
+        diagnosis,
+        redactions=counts,
         windows=windows,
         input_bytes=size,
         input_sha256=sha256,

@@ -40,8 +40,8 @@ class StoredDiagnosis(Diagnosis):
 
     @classmethod
     def keeping(cls, diagnosis: Diagnosis, **kept: Any) -> StoredDiagnosis:
-        """A diagnosis, already valid, with what is kept of its log (not validated again)."""
-        return cls.model_construct(**dict(diagnosis), has_log=kept.get("log_gz") is not None, **kept)
+        """A diagnosis, already valid, with what is kept of its log (not validated again; `kept` may replace fields)."""
+        return cls.model_construct(**{**dict(diagnosis), "has_log": kept.get("log_gz") is not None, **kept})
 
     @property
     def permalink_id(self) -> str:
