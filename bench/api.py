@@ -1,6 +1,7 @@
 """Requests per second and event-loop latency of a real `tracelore serve`, loaded from other processes.
 
     python bench/api.py [--workers 1] [--duration 10] [--connections 16] [--signatures DIR] [--upload-size 200M]
+                        [--diagnoses-only]
 
 It starts `tracelore serve` on a free port with a throwaway SQLite database and
 the daily allowances and size limits lifted, waits for /readyz, then:
@@ -13,8 +14,13 @@ the daily allowances and size limits lifted, waits for /readyz, then:
   diagnoses load, and while a `--upload-size` log (bench/loggen.py, sent as plain
   text) is posted and diagnosed.
 
+It also reads the server's CPU time (every thread, /proc) over the diagnoses run and
+divides it by the answers, beside the in-process `diagnose()` of the same log: what a
+stored diagnosis costs beyond the diagnosis, without a stopwatch (`--diagnoses-only`:
+just these rows).
+
 Targets: diagnoses reach >= 30% of the healthz rps; healthz p99 stays under 250 ms
-during the upload. It prints a markdown table and exits non-zero only if a
+during the upload; the overhead per stored diagnosis is at most the diagnosis itself. It prints a markdown table and exits non-zero only if a
 measurement failed, not when a target is missed.
 """
 

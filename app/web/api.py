@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, NamedTuple
 
 from fastapi import APIRouter, FastAPI, Query, Request, Response
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import text
 from starlette.datastructures import URLPath
@@ -108,11 +107,10 @@ def with_url(request: Request, settings: Settings, record: StoredDiagnosis) -> S
 
 
 class Diagnosed(NamedTuple):
-    """A request's log, diagnosed and kept, with what the caller asked and where they stood when it was read."""
+    """A request's log, diagnosed, kept (stored, unless the caller said not to) and counted."""
 
-    kept: StoredDiagnosis
-    store: bool
-    admitted: Usage
+    record: StoredDiagnosis
+    usage: Usage  # where the caller stands, this diagnosis counted
 
 
 async def diagnose_request(
@@ -124,14 +122,29 @@ async def diagnose_request(
     sessions: Sessions,
     top: int | None,
     subject: Subject,
+    store: bool | None = None,
+    body_may_refuse: bool = True,
 ) -> Diagnosed:
-    """Read, bound and diagnose the log in a request (counted later, with the row or alone)."""
+    """Read, bound, diagnose, store and count the log in a request.
+
+    It is stored unless `store` is false, or the body says `store: false` and `body_may_refuse`.
+
+    The row and the count are written in the worker thread that diagnosed, right after it: one
+    hop off the event loop for the whole walk once the log is read.
+    """
     gate = request.app.state.gate
     gate.check()  # refuse before reading a body we could not serve
     admitted = await quota.admit(request, sessions, subject)  # a spent allowance is refused before the body is read
     upload = await read_upload(request, limit=admitted.tier.max_log_bytes)
+    keeping = store is not False and not (body_may_refuse and upload.store is False)
+
+    def count(kept: StoredDiagnosis) -> Diagnosed:
+        if keeping:
+            return Diagnosed(*save_committed(request, sessions, kept, subject))
+        return Diagnosed(kept, quota.count_alone(request, sessions, subject))
+
     try:
-        kept = await run_keep(
+        return await run_keep(
             gate,
             upload.files,
             library,
@@ -142,12 +155,12 @@ async def diagnose_request(
             excerpt=upload.excerpt,
             redactor=request.app.state.redactor,
             scan_threads=request.app.state.threads.scan,
+            then=count,
         )
     except BaseException as exc:
         raise quota.uncounted(request, exc, admitted) from None
     finally:
         upload.close()
-    return Diagnosed(kept, upload.store is not False, admitted)
 
 
 def save_committed(
@@ -164,16 +177,6 @@ def save_committed(
         # Counted last: on PostgreSQL the subject's counter row stays locked until the commit.
         usage = quota.count(session, request, subject)
     return record, usage
-
-
-async def store_kept(
-    request: Request, sessions: Sessions, diagnosed: Diagnosed, subject: Subject
-) -> tuple[StoredDiagnosis, Usage]:
-    """Count, save and commit a diagnosis off the event loop; the row is there once this returns."""
-    try:
-        return await run_in_threadpool(save_committed, request, sessions, diagnosed.kept, subject)
-    except Exception as exc:
-        raise quota.uncounted(request, exc, diagnosed.admitted) from exc
 
 
 @router.post(
@@ -203,14 +206,19 @@ async def create_diagnosis(
     top: Annotated[int | None, Query(ge=1, le=100, description="at most this many candidates")] = None,
 ) -> Response:
     """Diagnose a log; with `store` (the default) keep it and return its permalink."""
-    diagnosed = await diagnose_request(
-        request, settings=settings, library=library, metrics=metrics, sessions=sessions, top=top, subject=subject
+    record, usage = await diagnose_request(
+        request,
+        settings=settings,
+        library=library,
+        metrics=metrics,
+        sessions=sessions,
+        top=top,
+        subject=subject,
+        store=store,
     )
-    if store is False or not diagnosed.store:
-        usage = await quota.count_alone(request, sessions, subject)
-        return diagnosis_json(diagnosed.kept, headers=usage.headers())
-    record, usage = await store_kept(request, sessions, diagnosed, subject)
-    headers = {"Location": diagnosis_url(request, "read_diagnosis", record.permalink_id), **usage.headers()}
+    if record.id is None:  # not stored
+        return diagnosis_json(record, headers=usage.headers())
+    headers = {"Location": diagnosis_url(request, "read_diagnosis", record.id), **usage.headers()}
     if record.delete_token:  # shown once; only its hash is stored
         headers["X-Delete-Token"] = record.delete_token
     return diagnosis_json(with_url(request, settings, record), status_code=201, headers=headers)

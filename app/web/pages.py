@@ -17,7 +17,7 @@ from app.core.stored import StoredDiagnosis
 from app.errors import NotFound, TraceloreError
 from app.quota.tiers import Usage
 from app.store.diagnoses import get_diagnosis
-from app.web.api import diagnose_request, diagnosis_url, not_before, store_kept
+from app.web.api import diagnose_request, diagnosis_url, not_before
 from app.web.deps import LibraryDep, MetricsDep, SessionDep, SessionsDep, SettingsDep, SubjectDep
 from app.web.formback import FormBack, form_back
 from app.web.identity import Subject
@@ -127,10 +127,16 @@ async def diagnose_form(
 ) -> Response:
     """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
     try:
-        diagnosed = await diagnose_request(
-            request, settings=settings, library=library, metrics=metrics, sessions=sessions, top=None, subject=subject
+        record, usage = await diagnose_request(  # the form always stores: its answer is the permalink
+            request,
+            settings=settings,
+            library=library,
+            metrics=metrics,
+            sessions=sessions,
+            top=None,
+            subject=subject,
+            body_may_refuse=False,
         )
-        record, usage = await store_kept(request, sessions, diagnosed, subject)  # counted here, with the row
     except TraceloreError as exc:
         if exc.status == 503 or exc.status >= 500:
             raise

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
 
 import anyio
 import anyio.to_thread
@@ -16,6 +17,8 @@ from app.core.stored import StoredDiagnosis
 from app.errors import Overloaded
 from app.web.jsonbody import ExcerptBody
 from app.web.metrics import Metrics
+
+T = TypeVar("T")
 
 QUEUE_PER_SLOT = 16  # requests that may wait for a slot, per slot: each holds at most a spool buffer
 
@@ -104,31 +107,34 @@ async def run_keep(
     context: int,
     keep_log: bool,
     metrics: Metrics,
+    then: Callable[[StoredDiagnosis], T],
     redactor: Redactor = DEFAULT,
     excerpt: ExcerptBody | None = None,
     scan_threads: int = 2,
-) -> StoredDiagnosis:
-    """Diagnose and keep a log (`app.core.keep`) in a worker thread, holding one of the gate's slots.
+) -> T:
+    """Diagnose and keep a log (`app.core.keep`), then `then(kept)`, in one worker thread holding a gate slot.
 
+    `then` stores and counts what was kept (blocking): the whole walk is one hop off the event loop.
     An excerpt's lines are loaded only once the slot is held: the slots bound that memory.
     """
+
+    def work() -> T:
+        kept = keep(
+            logs,
+            library,
+            top=top,
+            context=context,
+            keep_log=keep_log,
+            redactor=redactor,
+            excerpt=excerpt.load(logs[0][1]) if excerpt is not None else None,
+            threads=scan_threads,
+        )
+        metrics.diagnosis(kept.seconds, ((c.id, c.role) for c in kept.candidates))
+        return then(kept)
+
     async with gate.slot():
         metrics.add_in_flight(1)
         try:
-            kept = await anyio.to_thread.run_sync(
-                lambda: keep(
-                    logs,
-                    library,
-                    top=top,
-                    context=context,
-                    keep_log=keep_log,
-                    redactor=redactor,
-                    excerpt=excerpt.load(logs[0][1]) if excerpt is not None else None,
-                    threads=scan_threads,
-                ),
-                limiter=gate.limiter,
-            )
+            return await anyio.to_thread.run_sync(work, limiter=gate.limiter)
         finally:
             metrics.add_in_flight(-1)
-    metrics.diagnosis(kept.seconds, ((c.id, c.role) for c in kept.candidates))
-    return kept
