@@ -243,7 +243,7 @@ def waiting(args: argparse.Namespace) -> None:
     """Where people wait: start-up, remote mode's selection, the browser's pass, the API (medians)."""
     import statistics
 
-    from app.cli import scan_threads
+    from app.cli.context import scan_threads
     from app.core.diagnose import diagnose
     from app.core.evidence import prefilter_spec, select_evidence
     from app.core.library import load_library
@@ -284,18 +284,30 @@ def waiting(args: argparse.Namespace) -> None:
         with log.open("rb") as f:
             return select_evidence(iter(lambda: f.read(4 << 20), b""), spec, threads=scan_threads())
 
+    def own_cpu() -> float:
+        used = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
+        return used.ru_utime + used.ru_stime
+
     selects: list[float] = []
     diagnoses: list[float] = []
+    select_cpu: list[float] = []
+    diagnose_cpu: list[float] = []
     for _ in range(args.repeat):  # alternated: load on a shared machine hits both alike
+        before = own_cpu()
         selects += median_runs(select, 1)
+        between = own_cpu()
         diagnoses += median_runs(lambda: diagnose(log, library), 1)
+        select_cpu.append(between - before)
+        diagnose_cpu.append(own_cpu() - between)
     ratios = [d / s for s, d in zip(selects, diagnoses, strict=True)]
     rows.append(
         (
             f"remote mode: evidence selected from a {args.size} log",
             f"{mb / statistics.median(selects):.0f} MB/s",
             f"x{statistics.median(ratios):.2f} of `diagnose()` on the same log "
-            f"({mb / statistics.median(diagnoses):.0f} MB/s); runs " + ", ".join(f"{mb / v:.0f}" for v in selects),
+            f"({mb / statistics.median(diagnoses):.0f} MB/s); CPU time {statistics.median(select_cpu):.2f} s "
+            f"({statistics.median(diagnose_cpu):.2f} s for `diagnose()`); runs "
+            + ", ".join(f"{mb / v:.0f}" for v in selects),
         )
     )
 

@@ -4,7 +4,8 @@ to fire on a planted violation:
 * the core knows nothing of the web, the store or the environment, and does no file I/O
   outside the modules that read logs and load the library;
 * the store and the quota never import the web layer;
-* the CLI uses only the web layer's public entry points;
+* the CLI uses only the web layer's public entry points, and its command modules never import
+  the `tracelore` group (`app.cli`), which imports them;
 * the web layer never reads a log itself: what is kept of a log is the core's work
   (`app.core.keep`), so a request's walk stays in the core once it gets there.
 """
@@ -86,14 +87,29 @@ def environment_offenders(root: Path) -> list[str]:
 def cli_web_offenders(root: Path) -> list[str]:
     """CLI modules that reach past the web layer's public entry points."""
     offenders = []
-    for pattern in ("cli*.py", "cli/**/*.py"):
-        for path, tree in _modules(root, pattern):
-            for module, names in imports(tree):
-                if not _within(module, ("app.web",)):
-                    continue
-                allowed = WEB_ENTRY_POINTS.get(module, set())
-                taken = set(names) - allowed if names else {"(the module)"}
-                offenders += [f"{path.relative_to(root)} imports {module}.{name}" for name in sorted(taken)]
+    for path, tree in _modules(root, "cli/**/*.py"):
+        for module, names in imports(tree):
+            if not _within(module, ("app.web",)):
+                continue
+            allowed = WEB_ENTRY_POINTS.get(module, set())
+            taken = set(names) - allowed if names else {"(the module)"}
+            offenders += [f"{path.relative_to(root)} imports {module}.{name}" for name in sorted(taken)]
+    return offenders
+
+
+def cli_cycle_offenders(root: Path) -> list[str]:
+    """Command modules that take something from the `tracelore` group's own module (`app/cli/__init__.py`):
+    it imports them, so that is a cycle. Its sibling modules may be named through it."""
+    siblings = {p.stem for p in (root / "cli").glob("*.py")}
+    offenders = []
+    for path, tree in _modules(root, "cli/**/*.py"):
+        if path.name == "__init__.py":
+            continue
+        for module, names in imports(tree):
+            if module != "app.cli":
+                continue
+            taken = [f"app.cli.{n}" for n in names if n not in siblings] if names else ["app.cli"]
+            offenders += [f"{path.relative_to(root)} imports {name}" for name in taken]
     return offenders
 
 
@@ -152,6 +168,10 @@ def test_the_web_never_reads_a_log_itself() -> None:
 
 def test_cli_uses_only_the_web_entry_points() -> None:
     assert cli_web_offenders(APP) == []
+
+
+def test_cli_commands_never_import_their_group() -> None:
+    assert cli_cycle_offenders(APP) == []
 
 
 # Each rule fires on a planted violation (and lets the same tree's allowed code pass).
@@ -227,22 +247,22 @@ def test_the_cli_rule_fires(tmp_path: Path) -> None:
     root = _plant(
         tmp_path,
         {
-            "cli.py": (
+            "cli/serve.py": (
                 "def serve():\n"
                 "    from app.web.app import create_app\n"
                 "    from app.web.site import build_site, check_output\n"
                 "    from app.web.retention import purge_once\n"
             ),
-            "cli_extra.py": "import app.web.quota\nfrom app.web import retention\nfrom app.web.app import _lifespan\n",
-            "cli/commands.py": "from app.web.templating import make_templates, human_date\n",
+            "cli/extra.py": "import app.web.quota\nfrom app.web import retention\nfrom app.web.app import _lifespan\n",
+            "cli/sub/commands.py": "from app.web.templating import make_templates, human_date\n",
         },
     )
     assert cli_web_offenders(root) == [
-        "cli.py imports app.web.retention.purge_once",
-        "cli_extra.py imports app.web.quota.(the module)",
-        "cli_extra.py imports app.web.retention",
-        "cli_extra.py imports app.web.app._lifespan",
-        "cli/commands.py imports app.web.templating.human_date",
+        "cli/extra.py imports app.web.quota.(the module)",
+        "cli/extra.py imports app.web.retention",
+        "cli/extra.py imports app.web.app._lifespan",
+        "cli/serve.py imports app.web.retention.purge_once",
+        "cli/sub/commands.py imports app.web.templating.human_date",
     ]
 
 
@@ -261,3 +281,17 @@ def test_the_web_log_rule_fires(tmp_path: Path) -> None:
         "web/remaps.py imports app.core.excerpt",
         "web/windows.py imports app.core.reader",
     ]
+
+
+def test_the_cli_cycle_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "cli/__init__.py": "import importlib\n",
+            "cli/fine.py": "from app.cli.context import current\nfrom app.cli import options\n",
+            "cli/options.py": "import click\n",
+            "cli/explain.py": "def explain():\n    from app.cli import _library\n",
+            "cli/whole.py": "import app.cli\n",
+        },
+    )
+    assert cli_cycle_offenders(root) == ["cli/explain.py imports app.cli._library", "cli/whole.py imports app.cli"]

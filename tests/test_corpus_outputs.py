@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from app.cli import FORMATS, render
 from app.core.diagnose import diagnose_many
 from app.core.library import Library
+from app.core.reports import FORMATS, Links, render_report
 from app.corpus import load_corpus
 from tests.support import REPO
 
@@ -25,7 +25,7 @@ def test_no_placeholder_reaches_any_format(library: Library) -> None:
         diagnosed += 1
         in_log = {m for _, data in logs for m in PLACEHOLDER.findall(data.decode("utf-8", "replace"))}
         for fmt in FORMATS:
-            out = render(d, fmt, base_url="https://tracelore.example.org")
+            out = render_report(d, fmt, Links(base_url="https://tracelore.example.org"))
             leaked = set(PLACEHOLDER.findall(out)) - in_log
             if leaked or ("[[" in out and not any("[[" in data.decode("utf-8", "replace") for _, data in logs)):
                 leaks.append(f"{case.id} ({fmt}): {sorted(leaked)}")

@@ -51,6 +51,12 @@ def _re2_options(*, latin1: bool) -> Any:
 
 
 _SCAN = _re2_options(latin1=True)
+# The Set's automaton is built lazily, a state per new mix of partial matches: a log made of
+# failure lines of every kind needs about 80 MiB of states for 200 KB of distinct lines. With
+# 64 MiB they were thrown away and rebuilt over and over (about 5 us a byte); with room for
+# them a repeated line costs what a quiet one does. Only such logs fill it; it is one
+# automaton per process, shared by every scan.
+_SCAN.max_mem = 128 << 20
 _TEXT = _re2_options(latin1=False)
 # The raw engines only locate lines (groups are read on the decoded line): without
 # captures RE2 need not work out submatches on every hit.
@@ -68,9 +74,29 @@ def compile_re2(pattern: str) -> Any:
     return re2.compile(_scan_pattern(pattern), _LOCATE)
 
 
+def compile_loose(pattern: str) -> tuple[Any, Any] | None:
+    """For a pattern with bounded repeats: the pattern with them opened and a Set of it alone.
+
+    RE2 takes up to 12 us to find where a match of `[^)]{0,300}` starts, against 2 us for
+    the opened pattern. The opened one (a superset) finds the next line that may hold a
+    match; the Set of the exact pattern says whether the line does, without finding where
+    (a forward scan, no backward one). None when the pattern has no bounded repeat.
+    """
+    exact, loose = _scan_pattern(pattern), _scan_pattern(pattern, relax=True)
+    if loose == exact:
+        return None
+    line = re2.Set.SearchSet(_LOCATE)
+    line.Add(exact)
+    line.Compile()
+    return re2.compile(loose, _LOCATE), line
+
+
 def compile_text(pattern: str) -> Any:
     """Compile a pattern for RE2 over one decoded line (spans in characters)."""
     return re2.compile(pattern, _TEXT)
+
+
+_UNCOMPILED = object()
 
 
 class Compiled:
@@ -86,14 +112,14 @@ class Compiled:
     def __init__(self, patterns: tuple[str, ...], compile: Callable[[str], Any]) -> None:
         self._patterns = patterns
         self._compile = compile
-        self._done: list[Any] = [None] * len(patterns)
+        self._done: list[Any] = [_UNCOMPILED] * len(patterns)
 
     def __len__(self) -> int:
         return len(self._patterns)
 
     def __getitem__(self, index: int) -> Any:
         done = self._done[index]
-        if done is None:
+        if done is _UNCOMPILED:  # not None: an engine may be None (nothing to compile)
             done = self._done[index] = self._compile(self._patterns[index])
         return done
 
@@ -120,6 +146,7 @@ class Library:
     version: str
     compiled: Compiled = field(repr=False)  # RE2 per regex, over raw bytes
     confirm: Compiled = field(repr=False)  # RE2 per regex, over a decoded line
+    loose: Compiled = field(repr=False)  # per regex with bounded repeats: what finds its lines faster
     index: Mapping[str, int] = field(repr=False)  # regex -> engine index
     prefilter: Any = field(repr=False)  # RE2 Set of all regexes, relaxed: which may hit in a chunk
     paths: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
@@ -279,8 +306,21 @@ def _signature_patterns(sig: Signature) -> Iterable[tuple[str, Rule]]:
         yield ex.regex, Rule("exclude", sig.id, f"excludes[{i}]")
 
 
-def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] | None = None) -> Library:
-    """Compile signatures (already validated) into a `Library`; raise on bad patterns."""
+def library_version(signatures: Iterable[Signature]) -> str:
+    """The version of a library: a digest of its signatures, whatever order they come in."""
+    digest = hashlib.sha256()
+    for sig in sorted(signatures, key=lambda s: s.id):
+        digest.update(sig.model_dump_json().encode())
+    return digest.hexdigest()[:12]
+
+
+def build_library(
+    signatures: Iterable[Signature], *, paths: Mapping[str, Path] | None = None, version: str | None = None
+) -> Library:
+    """Compile signatures (already validated) into a `Library`; raise on bad patterns.
+
+    `version` is `library_version` of the same signatures when the caller knows it already.
+    """
     sigs = sorted(signatures, key=lambda s: s.id)
     order: dict[str, int] = {}
     users: list[list[Rule]] = []
@@ -308,16 +348,14 @@ def build_library(signatures: Iterable[Signature], *, paths: Mapping[str, Path] 
         raise LibraryError(issues)
     regexes = tuple(order)
     prefilter.Compile()
-    digest = hashlib.sha256()
-    for sig in sigs:
-        digest.update(sig.model_dump_json().encode())
     return Library(
         signatures=MappingProxyType({s.id: s for s in sigs}),
         regexes=regexes,
         rules=tuple(tuple(u) for u in users),
-        version=digest.hexdigest()[:12],
+        version=version or library_version(sigs),
         compiled=Compiled(regexes, compile_re2),
         confirm=Compiled(regexes, compile_text),
+        loose=Compiled(regexes, compile_loose),
         index=MappingProxyType(dict(order)),
         prefilter=prefilter,
         paths=MappingProxyType(dict(paths or {})),
@@ -341,36 +379,38 @@ def _placement(path: Path, root: Path, sig: Signature) -> list[Issue]:
 
 
 class _ParseCache:
-    """The parsed YAML of a valid library, kept as JSON beside nothing else of the library.
+    """The parsed YAML of a valid library, kept as JSON beside nothing else of the library,
+    with the library's version (its digest costs as much as reading the JSON).
 
     libyaml takes ~0.2 s for the shipped files, JSON ~0.01 s: that is most of a
-    command's start-up. The key is a digest of every file's path and text, so an edit,
+    command's start-up. The key is a digest of every file's path and bytes, so an edit,
     a new file or a removed one misses; signatures are validated afresh on every load.
     Only data JSON renders exactly is kept, and a cache that cannot be written is skipped.
     """
 
-    def __init__(self, directory: Path, root: Path, texts: list[tuple[Path, str]]) -> None:
+    def __init__(self, directory: Path, root: Path, files: list[tuple[Path, bytes]]) -> None:
         where = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
         self.file = directory / f"signatures-{where}.json"
         digest = hashlib.sha256()
-        for path, text in texts:
-            digest.update(f"{path.relative_to(root)}\0{len(text)}\0".encode())
-            digest.update(text.encode("utf-8", errors="surrogatepass"))
+        for path, data in files:
+            digest.update(f"{path.relative_to(root)}\0{len(data)}\0".encode())
+            digest.update(data)
         self.key = digest.hexdigest()
 
-    def load(self) -> list[Any] | None:
+    def load(self) -> tuple[list[Any], str] | None:
+        """The parsed files and the library's version, if the cache holds these very files."""
         try:
             payload = json.loads(self.file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         if not isinstance(payload, dict) or payload.get("key") != self.key:
             return None
-        data = payload.get("data")
-        return data if isinstance(data, list) else None
+        data, version = payload.get("data"), payload.get("version")
+        return (data, version) if isinstance(data, list) and isinstance(version, str) else None
 
-    def store(self, data: list[Any]) -> None:
+    def store(self, data: list[Any], version: str) -> None:
         try:
-            text = json.dumps({"key": self.key, "data": data}, ensure_ascii=False)
+            text = json.dumps({"key": self.key, "version": version, "data": data}, ensure_ascii=False)
         except (TypeError, ValueError):
             return  # a value JSON cannot hold (a YAML date, say): parse the files next time
         if json.loads(text)["data"] != data:
@@ -385,15 +425,41 @@ class _ParseCache:
                 tmp.unlink()
 
 
-def _from_cache(cache: _ParseCache, files: list[Path], root: Path) -> list[tuple[Path, Signature]] | None:
-    data = cache.load()
-    if data is None or len(data) != len(files):
+def _from_cache(cache: _ParseCache, files: list[Path], root: Path) -> tuple[list[tuple[Path, Signature]], str] | None:
+    found = cache.load()
+    if found is None or len(found[0]) != len(files):
         return None
+    data, version = found
     try:
         loaded = [(path, Signature.model_validate(item)) for path, item in zip(files, data, strict=True)]
     except ValidationError:
         return None  # kept by another version of the schema: parse again, with line numbers
-    return None if any(_placement(path, root, sig) for path, sig in loaded) else loaded
+    return None if any(_placement(path, root, sig) for path, sig in loaded) else (loaded, version)
+
+
+def _load(root: Path, cache: Path | None) -> tuple[list[tuple[Path, Signature]], list[Issue], str | None]:
+    """The signatures under root, their issues, and the library's version when the cache knew it."""
+    files = signature_files(root)
+    if not files:
+        return [], [Issue(root, None, "no signature files found")], None
+    store = _ParseCache(cache, root, [(path, path.read_bytes()) for path in files]) if cache is not None else None
+    if store is not None and (cached := _from_cache(store, files, root)) is not None:
+        return cached[0], [], cached[1]
+    loaded: list[tuple[Path, Signature]] = []
+    issues: list[Issue] = []
+    parsed: list[Any] = []
+    for path in files:
+        sig, data, problems = _parse(path.read_text(encoding="utf-8"), path)
+        issues.extend(problems)
+        parsed.append(data)
+        if sig is not None:
+            issues.extend(_placement(path, root, sig))
+            loaded.append((path, sig))
+    if store is None or issues:
+        return loaded, issues, None
+    version = library_version(s for _, s in loaded)
+    store.store(parsed, version)
+    return loaded, issues, version
 
 
 def load_signatures(root: Path, *, cache: Path | None = None) -> tuple[list[tuple[Path, Signature]], list[Issue]]:
@@ -402,34 +468,16 @@ def load_signatures(root: Path, *, cache: Path | None = None) -> tuple[list[tupl
     With `cache` (a directory), the parsed files of a valid library are kept there and
     reused while no file changes.
     """
-    files = signature_files(root)
-    if not files:
-        return [], [Issue(root, None, "no signature files found")]
-    texts = [(path, path.read_text(encoding="utf-8")) for path in files]
-    store = _ParseCache(cache, root, texts) if cache is not None else None
-    if store is not None and (cached := _from_cache(store, files, root)) is not None:
-        return cached, []
-    loaded: list[tuple[Path, Signature]] = []
-    issues: list[Issue] = []
-    parsed: list[Any] = []
-    for path, text in texts:
-        sig, data, problems = _parse(text, path)
-        issues.extend(problems)
-        parsed.append(data)
-        if sig is not None:
-            issues.extend(_placement(path, root, sig))
-            loaded.append((path, sig))
-    if store is not None and not issues:
-        store.store(parsed)
+    loaded, issues, _ = _load(root, cache)
     return loaded, issues
 
 
 def load_library(root: Path, *, cache: Path | None = None) -> Library:
     """Load and compile every signature under root; raise LibraryError listing all issues."""
-    loaded, issues = load_signatures(root, cache=cache)
+    loaded, issues, version = _load(root, cache)
     if issues:
         raise LibraryError(issues)
-    library = build_library((s for _, s in loaded), paths={s.id: p for p, s in loaded})
+    library = build_library((s for _, s in loaded), paths={s.id: p for p, s in loaded}, version=version)
     measured = read_measured(root / MEASURED_FILE, library.version)
     return dataclasses.replace(library, measured=MappingProxyType(measured)) if measured else library
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
@@ -29,7 +29,7 @@ from typing import Any
 
 from app.core.library import Library
 from app.core.models import Line
-from app.core.re2calls import find, search_text
+from app.core.re2calls import TextMatch, find, search_text
 from app.core.reader import Block, Chunk, count_newlines, make_line
 from app.core.redact import DEFAULT, Redactor
 
@@ -39,6 +39,11 @@ KEEP_ERRORS = 2000  # generic error lines kept per file (unexplained)
 PROGRESS_TAIL = 64  # last progress lines kept per file (episode detection)
 HEAD_TAIL_LINES = 20  # lines read at each end of a file for its time span
 UNSETTLED_CHUNKS = 4  # chunks held at most for saturated patterns' last lines
+PARSED_LINES = 1024  # distinct lines remembered parsed (at most PARSED_BYTES each)
+PARSED_BYTES = 2048
+NARROW_FROM = 8  # patterns to locate in a chunk from which the Set first narrows where each is
+NARROW_PIECE = 4096  # bytes the Set narrows to (whole lines)
+WHOLE: tuple[tuple[int, int | None], ...] = ((0, None),)  # a whole chunk, as spans
 
 
 @dataclass(slots=True)
@@ -145,6 +150,9 @@ class _FileScanner:
         # Saturated pattern -> the last chunk holding it: its last line is looked up only
         # when that chunk is the pattern's last or too many chunks are held.
         self.unsettled: dict[int, _Piece] = {}
+        self.dense = False  # the last chunk probed had many patterns to locate
+        self.parsed: dict[bytes, Line] = {}  # recent short lines, by their bytes, as make_line gave them
+        self.confirmed: dict[tuple[int, str], TextMatch | None] = {}  # recent confirmations, by pattern and text
 
     def probe(self, item: Chunk | Block) -> _Probe:
         """Find where patterns hit in a chunk. Runs in worker threads: it only reads shared state."""
@@ -156,9 +164,17 @@ class _FileScanner:
             chunk = item if isinstance(item, Chunk) else item.read(0)
             probe, data = _Probe(item, chunk.newlines, chunk), chunk.data
         scan, plan, library = self.scan, self.plan, self.library
-        found = library.prefilter.Match(data) or ()  # RE2 releases the GIL while it scans
+        pieces: list[_PieceHits] | None = None
+        if self.dense and probe.chunk is not None:
+            # The chunk before needed narrowing: scan this one in pieces at once, not twice. The
+            # pieces find what the whole chunk would, in the same order (first seen first).
+            pieces = _piece_hits(library.prefilter, probe.chunk.data)
+            found: Iterable[int] = dict.fromkeys(idx for piece in pieces for idx in piece[2])
+        else:
+            found = library.prefilter.Match(data) or ()  # RE2 releases the GIL while it scans
         if view is not None:  # after the scan: numpy's first import overlaps the other thread's scan
             probe.newlines = count_newlines(view)
+        wanted = []
         for idx in found:
             if idx in plan.progress:
                 probe.progress = True
@@ -170,19 +186,43 @@ class _FileScanner:
                 # Noise-frequent pattern: locating every hit would cost a pass per pattern.
                 probe.saturated.append(idx)
                 continue
+            wanted.append(idx)
+        # Only what it costs depends on this (read and written by both threads, unlocked).
+        self.dense = len(wanted) >= NARROW_FROM
+        if wanted:
             if probe.chunk is None:
                 assert isinstance(item, Block)
                 probe.chunk = item.read(0)
+            self._locate_wanted(probe, probe.chunk.data, wanted, pieces)
+        probe.found.sort(key=lambda f: f[0])
+        return probe
+
+    def _locate_wanted(self, probe: _Probe, data: bytes, wanted: list[int], pieces: list[_PieceHits] | None) -> None:
+        """Locate the patterns a chunk needs, each up to what its file can still keep."""
+        scan, library = self.scan, self.library
+        # Many patterns to locate: the Set says in which pieces of the chunk each one is, so
+        # each is searched there only, not over the whole chunk.
+        spans: dict[int, list[tuple[int, int]]] = {}
+        if len(wanted) >= NARROW_FROM:
+            spans = _spans(pieces if pieces is not None else _piece_hits(library.prefilter, data), wanted)
+        for idx in wanted:
+            hits = scan.hits.get(idx)
             # No more than the file can still keep, and one more to learn there are more.
             kept = len(hits.lines) if hits is not None else 0
             budget = KEEP_LINES + 1 - max(kept, self.located.get(idx, 0))
-            located, resume = _locate_some(library.compiled[idx], probe.chunk.data, idx, max(budget, 0))
+            located, resume = _locate_some(
+                library.compiled[idx], data, idx, max(budget, 0), spans.get(idx, WHOLE), self._loose(idx)
+            )
             self.located[idx] = self.located.get(idx, 0) + len(located)
             probe.found.extend(located)
             if resume is not None:
                 probe.partial[idx] = resume
-        probe.found.sort(key=lambda f: f[0])
-        return probe
+
+    def _loose(self, idx: int) -> tuple[Any, Any] | None:
+        """The faster engines for a pattern's lines, if it has them. Not for generic error lines:
+        when several sit on one line, which is recorded first must not depend on the engine,
+        so they are located by where their matches start."""
+        return None if idx in self.plan.error else self.library.loose[idx]
 
     def _saturated(self, idx: int) -> bool:
         hits = self.scan.hits.get(idx)
@@ -257,7 +297,7 @@ class _FileScanner:
         return heapq.merge(probe.found, *more)
 
     def _resume(self, data: bytes, idx: int, pos: int) -> Iterator[tuple[int, int]]:
-        for found in _locate(self.library.compiled[idx], data, idx, pos):
+        for found in _locate(self.library.compiled[idx], data, idx, pos, loose=self._loose(idx)):
             if idx in self.done:
                 return
             yield found
@@ -268,13 +308,15 @@ class _FileScanner:
         no, counted = chunk.first_line, 0
         lines: dict[int, Line] = {}  # frame start -> parsed line, shared by patterns
         done = self.done = set()  # the rest of these patterns' hits in the chunk is not read
+        redrawn = b"\r" in data  # without a CR each line is one frame, the one the scan matched
+        frame: tuple[int, int] | None = None
         for offset, idx in found:
             if idx in done:
                 continue
-            start, end = _line_bounds(data, offset)
-            frame = _frame(compiled[idx], data, start, end)
-            if frame is None:
-                continue  # the match ran across frames of a redrawn line: no frame holds it
+            if redrawn:
+                frame = _frame(compiled[idx], data, *_line_bounds(data, offset))
+                if frame is None:
+                    continue  # the match ran across frames of a redrawn line: no frame holds it
             no += data.count(b"\n", counted, offset)
             counted = offset
             hits = scan.hits.get(idx)
@@ -300,13 +342,14 @@ class _FileScanner:
                 if self.errors_kept >= KEEP_ERRORS:
                     continue
                 self.errors_kept += 1
+            if not redrawn:
+                frame = _line_bounds(data, offset)  # only a line that is read needs its bounds
+            assert frame is not None
             line = lines.get(frame[0])
             if line is None:
-                line = lines[frame[0]] = make_line(
-                    data[frame[0] : frame[1]], no, file=scan.name, redactor=self.redactor
-                )
-            confirmed = search_text(self.library.confirm[idx], line.text)
-            groups = confirmed.groups if confirmed is not None else {}
+                line = lines[frame[0]] = self._make_line(data[frame[0] : frame[1]], no)
+            confirmed = self._confirm(idx, line.text)
+            groups = dict(confirmed.groups) if confirmed is not None else {}  # its own: the match may be shared
             if idx in plan.version:
                 if confirmed is not None and len(hits.first) < KEEP_FIRST:
                     hits.first.append(LineHit(line, confirmed.span, groups))  # an environment fact, with its line
@@ -315,6 +358,29 @@ class _FileScanner:
             hit = LineHit(line, confirmed.span if confirmed is not None else (0, 0), groups)
             if idx in plan.error or len(hits.first) < KEEP_FIRST:
                 hits.first.append(hit)
+
+    def _make_line(self, raw: bytes, no: int) -> Line:
+        """`make_line`, once per distinct short line: a line printed over and over (every
+        rank's OOM, a crash loop) is decoded, redacted and parsed once, then renumbered."""
+        if len(raw) > PARSED_BYTES:
+            return make_line(raw, no, file=self.scan.name, redactor=self.redactor)
+        parsed = self.parsed.get(raw)
+        if parsed is None or parsed.file != self.scan.name:  # a live file renamed when rotated
+            if len(self.parsed) >= PARSED_LINES:
+                self.parsed.clear()
+            parsed = self.parsed[raw] = make_line(raw, no, file=self.scan.name, redactor=self.redactor)
+        return parsed if parsed.no == no else parsed.model_copy(update={"no": no})
+
+    def _confirm(self, idx: int, text: str) -> TextMatch | None:
+        """Where a pattern matches a decoded line, once per pattern and distinct short line."""
+        if len(text) > PARSED_BYTES:
+            return search_text(self.library.confirm[idx], text)
+        key = (idx, text)
+        if key not in self.confirmed:
+            if len(self.confirmed) >= PARSED_LINES:
+                self.confirmed.clear()
+            self.confirmed[key] = search_text(self.library.confirm[idx], text)
+        return self.confirmed[key]
 
     def _progress_tail(self, chunk: Chunk) -> list[int]:
         """The last progress lines of a chunk, read from its end: cheap however many there are."""
@@ -409,9 +475,51 @@ def _last_line(compiled: Any, chunk: Chunk) -> int | None:
     return chunk.first_line + chunk.newlines - data.count(b"\n", starts[-1])
 
 
-def _locate_some(compiled: Any, data: bytes, idx: int, limit: int) -> tuple[list[tuple[int, int]], int | None]:
-    """The first `limit` hits of a pattern in a chunk, and where to resume if it may hit again."""
-    found = list(islice(_locate(compiled, data, idx), limit))
+_PieceHits = tuple[int, int, Sequence[int]]  # start, end, what the Set found there
+
+
+def _piece_hits(prefilter: Any, data: bytes) -> list[_PieceHits]:
+    """What the Set finds in each NARROW_PIECE bytes of whole lines of a chunk.
+
+    A piece of whole lines is searched as the chunk would be (a line's neighbours are
+    newlines or an end either way), and no pattern spans a newline, so a pattern matches
+    nowhere outside the pieces it is found in.
+    """
+    pieces: list[_PieceHits] = []
+    view, size, start = memoryview(data), len(data), 0
+    while start < size:
+        end = data.find(b"\n", start + NARROW_PIECE - 1) + 1 or size
+        pieces.append((start, end, prefilter.Match(view[start:end]) or ()))
+        start = end
+    return pieces
+
+
+def _spans(pieces: Iterable[_PieceHits], wanted: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
+    """Per pattern, the runs of pieces it is found in."""
+    spans: dict[int, list[tuple[int, int]]] = {idx: [] for idx in wanted}
+    for start, end, found in pieces:
+        for idx in found:
+            runs = spans.get(idx)
+            if runs is None:
+                continue
+            if runs and runs[-1][1] == start:
+                runs[-1] = (runs[-1][0], end)
+            else:
+                runs.append((start, end))
+    return spans
+
+
+def _locate_some(
+    compiled: Any,
+    data: bytes,
+    idx: int,
+    limit: int,
+    spans: Iterable[tuple[int, int | None]] = WHOLE,
+    loose: tuple[Any, Any] | None = None,
+) -> tuple[list[tuple[int, int]], int | None]:
+    """The first `limit` hits of a pattern in a chunk (within `spans`), and where to resume if it may hit again."""
+    hits = chain.from_iterable(_locate(compiled, data, idx, start, stop, loose) for start, stop in spans)
+    found = list(islice(hits, limit))
     if len(found) < limit:
         return found, None
     if not found:
@@ -420,19 +528,46 @@ def _locate_some(compiled: Any, data: bytes, idx: int, limit: int) -> tuple[list
     return found, None if end < 0 else end + 1
 
 
-def _locate(compiled: Any, data: bytes, idx: int, pos: int = 0) -> Iterator[tuple[int, int]]:
-    """The start of the first match of a pattern on each line of a chunk."""
+def _locate(
+    compiled: Any,
+    data: bytes,
+    idx: int,
+    pos: int = 0,
+    stop: int | None = None,
+    loose: tuple[Any, Any] | None = None,
+) -> Iterator[tuple[int, int]]:
+    """A match of a pattern on each line of data[pos:stop] (whole lines) that holds one.
+
+    Without `loose`, the start of the first match on the line. With it (`compile_loose`:
+    the opened pattern and a Set of the exact one), an offset in the line: where the
+    opened pattern's match starts, on a line the exact one matches.
+    """
     # On a memoryview: the wrapper's search() copies the whole chunk on every call,
     # which made frequent patterns cost O(hits x chunk).
-    view, size = memoryview(data), len(data)
+    view, size = memoryview(data), len(data) if stop is None else stop
+    search, exact = (compiled, None) if loose is None else loose
     while pos < size:
-        start = find(compiled, view, pos, size)
+        start = find(search, view, pos, size)
         if start < 0:
             return
-        yield start, idx
-        end = data.find(b"\n", start)
+        begin, end = data.rfind(b"\n", 0, start) + 1, data.find(b"\n", start)
+        # A line of whole lines is matched as in the chunk: newlines or the ends around it.
+        matched = exact is None or bool(exact.Match(view[begin : len(data) if end < 0 else end]))
+        if matched:
+            yield start, idx
         if end < 0:
             return
+        # The same line again, between the same newlines, matches at the same place: a
+        # repeated line costs a comparison, not a search.
+        width, offset = end - begin, start - begin
+        line = None
+        while end + 1 + width < size and data[end + 1 + width] == 10:
+            line = data[begin:end] if line is None else line
+            if not data.startswith(line, end + 1):
+                break
+            begin, end = end + 1, end + 1 + width
+            if matched:  # else its copies do not either: skipped all the same
+                yield begin + offset, idx
         pos = end + 1
 
 

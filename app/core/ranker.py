@@ -12,6 +12,7 @@ Rules (DESIGN.md, "Ranking"):
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -89,7 +90,10 @@ class Found:
 
 
 def _near(lines: Sequence[int], anchor: int, before: int, after: int) -> bool:
-    return any(anchor - before <= n <= anchor + after for n in lines)
+    """Whether a line is within the window; `lines` ascend (a scan records them in line order),
+    so a binary search: a companion can have thousands of lines and be asked for each hit."""
+    i = bisect.bisect_left(lines, anchor - before)
+    return i < len(lines) and lines[i] <= anchor + after
 
 
 class _Judge:

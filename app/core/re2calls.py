@@ -8,6 +8,7 @@ bytes or a memoryview and convert only the offsets they return.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import re2
@@ -39,29 +40,14 @@ def search_text(compiled: Any, text: str) -> TextMatch | None:
         return offset if ascii_only else len(data[:offset].decode("utf-8", errors="surrogatepass"))
 
     groups = {}
-    for name, index in _group_names(compiled):
+    for name, index in _group_index(compiled):
         start, stop = spans[index]
         if start >= 0:
             groups[name] = text[chars(start) : chars(stop)]
     return TextMatch((chars(spans[0][0]), chars(spans[0][1])), groups)
 
 
-_GROUPS: dict[int, tuple[Any, tuple[tuple[str, int], ...]]] = {}
-
-
-def _group_names(compiled: Any) -> tuple[tuple[str, int], ...]:
-    """A compiled pattern's named groups and their indexes.
-
-    The wrapper's `groupindex` asks RE2 and builds a new dict on every call: on a match-dense
-    log that cost as much as the search. Patterns live as long as their library; the entry
-    holds the pattern itself, so its id is never reused while the entry stands.
-    """
-    entry = _GROUPS.get(id(compiled))
-    if entry is None or entry[0] is not compiled:
-        names = tuple(
-            (name.decode() if isinstance(name, bytes) else name, index) for name, index in compiled.groupindex.items()
-        )
-        entry = _GROUPS[id(compiled)] = (compiled, names)
-        if len(_GROUPS) > 1 << 14:  # libraries loaded and dropped (tests, reloads): start over
-            _GROUPS.clear()
-    return entry[1]
+@lru_cache(maxsize=8192)
+def _group_index(compiled: Any) -> tuple[tuple[str, int], ...]:
+    """A pattern's named groups: the wrapper's `groupindex` builds a new dict on every call."""
+    return tuple((n.decode() if isinstance(n, bytes) else n, i) for n, i in compiled.groupindex.items())

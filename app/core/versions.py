@@ -6,12 +6,18 @@ containers (`2.6.0a0+ecf3bae40a`, `2.13.0.dev20260516+cu130`) and short forms (`
 
 from __future__ import annotations
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING
+
+# `packaging` is imported when a log prints a version: most diagnoses never compare one,
+# and its import (its grammar compiled) is a noticeable part of a command's start-up.
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 
 def parse(version: str) -> Version | None:
     """A version as PEP 440 reads it, or None when it is not one."""
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(version)
     except InvalidVersion:
@@ -20,6 +26,8 @@ def parse(version: str) -> Version | None:
 
 def spec_problem(spec: str) -> str | None:
     """Why a range like ">=2.1,<2.6" is malformed, or None."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         parsed = SpecifierSet(spec)
     except InvalidSpecifier as exc:
@@ -35,6 +43,9 @@ def satisfies(version: str, spec: str) -> bool | None:
     Pre-releases count as their release (a `2.6.0a0` container build behaves as 2.6) and local
     parts are ignored, as PEP 440 says for range comparisons.
     """
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import Version
+
     parsed = parse(version)
     if parsed is None:
         return None

@@ -268,11 +268,14 @@ TRICKY_PATTERNS = (
     r"[é]w",
     r"\xe9t",
     r"(?i)ss",
+    r"a[^x]{2,}z",
+    r"q.*\S+r",
 )
 TRICKY_LINES = (
     "aéb", b"a\xffb", "éyz", b"\xffyz", "xyz", "ééé", "€Error", b"\xe2\x82Error", "pre\rstart",
     "x\rend", "\u212aill", "ſs", "STRASSE", "straße", "xéy", b"x\xe9y", "Ωq", "éw", "ét",
     "\x1b[1mBO\x1b[0mOM", "K", "long " + "z" * 80 + "aéb", "noise", "BOOM", "ĸaboom",
+    "aééz", b"a\xff\xffz", "aéz", "axéz", "qér", b"q\xe9\xe9r", "q r", "q\rér",
 )  # fmt: skip
 
 

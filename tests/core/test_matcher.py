@@ -8,8 +8,10 @@ from pathlib import Path
 import regex
 
 from app.core.library import Library
-from app.core.matcher import KEEP_FIRST, KEEP_LINES, FileScan, matching_lines, scan_file
-from app.core.reader import Block, Chunk, count_newlines, iter_blocks, iter_chunks
+from app.core.matcher import KEEP_FIRST, KEEP_LINES, NARROW_FROM, FileScan, matching_lines, scan_file
+from app.core.re2calls import find
+from app.core.reader import Block, Chunk, count_newlines, iter_blocks, iter_chunks, make_line
+from bench.dense import library_examples
 from bench.loggen import generate
 from tests.core.conftest import library, signature
 
@@ -177,3 +179,37 @@ def test_hits_past_a_probe_budget_are_located_when_the_file_still_needs_them() -
         hits = _scan_dense(lib, data, block=1 << 20, threads=threads).hits[idx]
         assert hits.lines == list(range(101, 101 + KEEP_LINES))
         assert hits.saturated and hits.last_line == 5100
+
+
+def lines_per_pattern(library: Library, data: bytes) -> dict[int, list[int]]:
+    """Each pattern searched on each frame of each line on its own (no chunk, no Set narrowing)."""
+    found: dict[int, list[int]] = {}
+    for no, line in enumerate(data.split(b"\n"), 1):
+        frames = line.split(b"\r")
+        for idx in library.prefilter.Match(line) or ():
+            if any(find(library.compiled[idx], frame) >= 0 for frame in frames):
+                found.setdefault(idx, []).append(no)
+    return found
+
+
+def test_a_log_of_failure_lines_of_every_kind_is_located_line_for_line(shipped_library: Library) -> None:
+    # The library's own examples (real excerpts), each line printed twice in a row as a
+    # looping job does: hundreds of patterns hit in every chunk (located where the Set
+    # narrows them to) and repeated lines are matched by comparison, not searched.
+    lib = shipped_library
+    unit = library_examples(lib)
+    data = b"".join(line + b"\n" + line + b"\n" for line in unit.split(b"\n")[:-1])
+    assert len(lib.prefilter.Match(data[: 1 << 16]) or ()) >= 4 * NARROW_FROM
+    expected = lines_per_pattern(lib, data)
+    # Patterns read only for a while (environment lines, generic errors) stop early by design.
+    fully = set(range(len(lib.regexes))) - lib.kinds["version"] - lib.kinds["error"] - lib.kinds["progress"]
+    raw = data.split(b"\n")
+    for block, threads in ((1 << 16, 2), (1 << 20, 1)):
+        scan = _scan_dense(lib, data, block=block, threads=threads)
+        got = {idx: hits.lines for idx, hits in scan.hits.items() if idx in fully}
+        assert got == {idx: lines[:KEEP_LINES] for idx, lines in expected.items() if idx in fully}
+        assert all(h.count == len(expected[i]) for i, h in scan.hits.items() if i in fully)
+        # A line parsed once and renumbered is the line make_line gives for its number.
+        first = [h.line for hits in scan.hits.values() for h in hits.first if b"\r" not in raw[h.line.no - 1]]
+        assert len(first) > 1000
+        assert all(line == make_line(raw[line.no - 1], line.no, file="a") for line in first)

@@ -3,13 +3,20 @@ and a progress line on a terminal while a large input is read."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import sys
 import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
+import click
+
 from app.core.sniff import GZIP_MAGIC, SNIFF, check_text
+from app.errors import NotText
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -117,3 +124,42 @@ def open_log(name: str, stream: BinaryIO, *, progress: TextIO | None = None) -> 
 def terminal() -> TextIO | None:
     """Standard error when it is a terminal (progress is for people, not for CI logs)."""
     return sys.stderr if sys.stderr.isatty() else None
+
+
+@contextlib.contextmanager
+def open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, BinaryIO]]]:
+    """The logs, each gunzipped when it is gzip (standard input too) and refused when it is not text."""
+    progress = terminal()
+    with contextlib.ExitStack() as stack:
+        opened: list[tuple[str | None, BinaryIO]] = []
+        for p in paths:
+            if p == "-":
+                name, stream = "<stdin>", sys.stdin.buffer
+            else:
+                path = Path(p)
+                if path.is_dir():
+                    raise click.UsageError(f"{p} is a directory; pass log files")
+                try:
+                    stream = stack.enter_context(gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb"))
+                except OSError as exc:
+                    raise click.UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
+                name = p
+            try:
+                opened.append((name, open_log(name, stream, progress=progress)))
+            except NotText as exc:
+                raise click.UsageError(f"{name}: {exc.detail}") from None
+        try:
+            yield opened
+        finally:
+            if progress is not None:
+                progress.write("\r\x1b[K")  # no progress line left under the report
+
+
+def written(paths: tuple[str, ...]) -> datetime | None:
+    """When the log files were last written (local time, as logs print it): the year of times without one."""
+    times = []
+    for p in paths:
+        if p != "-":
+            with contextlib.suppress(OSError):
+                times.append(Path(p).stat().st_mtime)
+    return datetime.fromtimestamp(max(times)) if times else None

@@ -1,6 +1,6 @@
 """`tracelore watch`: diagnose logs while the job writes them.
 
-Registered on the `tracelore` group by app/cli.py. The file following is app/watch.py, the
+Registered on the `tracelore` group by app/cli/__init__.py. The file following is app/watch.py, the
 engine app/core/live.py; this module runs the loop: read what was appended, diagnose when
 something arrived, report when the causal picture changes, end on --exit-on, --idle-timeout,
 the end of standard input or a signal.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from app.cli_options import SIGNATURES
+from app.cli.options import SIGNATURES
 from app.core.live import LiveJob
 from app.core.models import Diagnosis
 from app.core.reader import BLOCK
@@ -52,7 +52,7 @@ def picture(d: Diagnosis | None) -> tuple[object, ...]:
 
 
 def _found(d: Diagnosis | None, level: str) -> bool:
-    from app.cli import _failed
+    from app.cli.diagnose import failed as _failed
 
     return d is not None and _failed(d, level)
 
@@ -304,7 +304,7 @@ def watch_command(
     echoes are sorted). Exit status: 1 a failure was found (at --exit-on's level, else any),
     0 none, 2 usage error.
     """
-    from app.cli import _library
+    from app.cli.context import library as _library
 
     if "-" in paths and len(paths) > 1:
         raise click.UsageError("standard input (-) is watched alone: pass either - or paths")
@@ -476,7 +476,7 @@ def _restore_signals(previous: dict[int, object]) -> None:
 @SIGNATURES
 def lsp_command(base_url: str | None, signatures: Path | None) -> None:
     """Run the language server for log files over standard input and output (for editors)."""
-    from app.cli import _library
+    from app.cli.context import library as _library
 
     try:
         from app.lsp import make_server

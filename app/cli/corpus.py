@@ -1,6 +1,6 @@
 """Commands for the corpus of real logs: `tracelore corpus add` and `tracelore eval`.
 
-Registered on the `tracelore` group by app/cli.py.
+Registered on the `tracelore` group by app/cli/__init__.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
-from app.cli_options import SIGNATURES
+from app.cli.context import current
+from app.cli.options import SIGNATURES
 from app.corpus import CaseSpec, CorpusError, add_case
 
 DEFAULT_CORPUS = Path("tests/corpus")
@@ -123,8 +124,6 @@ def eval_command(
     (and no case got worse than the baseline), 1 otherwise, 2 usage error or a malformed corpus.
     The thresholds hold the whole corpus: with --only they are not applied.
     """
-    from app.cli import _library
-    from app.config import Settings
     from app.core.library import MEASURED_FILE, TAXONOMY_FILE
     from app.corpus import load_corpus
     from app.evaluate import (
@@ -137,7 +136,7 @@ def eval_command(
         write_measured,
     )
 
-    library = _library(signatures)
+    library = current().library(signatures)
     try:
         cases = load_corpus(root, only=only)
         # The thresholds hold the whole corpus; a subset (--only) is reported, not judged.
@@ -149,14 +148,14 @@ def eval_command(
         raise click.ClickException(f"no cases in {root}" + (f" matching {only!r}" if only else ""))
     if record and only:
         raise click.UsageError("--write-measured measures the whole corpus: drop --only")
-    report = evaluate(cases, library, taxonomy=(signatures or Settings().signatures_dir) / TAXONOMY_FILE)
+    report = evaluate(cases, library, taxonomy=(signatures or current().settings.signatures_dir) / TAXONOMY_FILE)
     click.echo(render_json(report, thresholds) if fmt == "json" else render_text(report, thresholds), nl=False)
     worse = False
     if before is not None:
         click.echo(render_changes(report, before), nl=False, err=fmt == "json")
         worse = bool(report.changes(before)[0])
     if record:
-        target = (signatures or Settings().signatures_dir) / MEASURED_FILE
+        target = (signatures or current().settings.signatures_dir) / MEASURED_FILE
         write_measured(target, report, library)
         click.echo(f"wrote {target}", err=True)
     sys.exit(1 if report.below(thresholds) or worse else 0)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from app.cli_options import SIGNATURES
-from app.config import Settings
+from app.cli.context import current
+from app.cli.options import SIGNATURES
 
 
 def _base_url() -> str:
-    return Settings().base_url.rstrip("/")
+    return current().settings.base_url.rstrip("/")
 
 
 @click.group(invoke_without_command=True)
@@ -29,12 +29,11 @@ def unknowns(ctx: click.Context, days: int | None, min_count: int, resolved: boo
     """
     if ctx.invoked_subcommand is not None:
         return
-    from app.cli import _store
     from app.store.accounts import utcnow
     from app.store.learning import clusters
 
     since = utcnow() - timedelta(days=days) if days else None
-    with _store() as session:
+    with current().store() as session:
         found = clusters(session, since=since, min_count=min_count, include_resolved=resolved)
     if not found:
         click.echo("No unknown failures" + (f" seen by at least {min_count} diagnoses." if min_count > 1 else "."))
@@ -64,13 +63,12 @@ def draft(key: str, sig_id: str | None, out: Path | None) -> None:
     """
     import regex
 
-    from app.cli import _store
     from app.core.unknowns import draft_signature, similarity
     from app.store.learning import cluster_lines, clusters, find_cluster
 
     if sig_id is not None and not regex.fullmatch(r"[a-z][a-z0-9_]*\.[a-z0-9_]+", sig_id):
         raise click.BadParameter("an id is layer.name in lower case, e.g. data.loader_stalled", param_hint="--id")
-    with _store() as session:
+    with current().store() as session:
         cluster = find_cluster(session, key)
         if cluster is None:
             raise click.ClickException(f"no single cluster has a key starting with {key!r}; see `tracelore unknowns`")
@@ -94,12 +92,11 @@ def draft(key: str, sig_id: str | None, out: Path | None) -> None:
 @SIGNATURES
 def resolve(signatures: Path | None) -> None:
     """Mark the clusters the current library recognises (the service does this every TRACELORE_LEARN_EVERY)."""
-    from app.cli import _library, _store
     from app.learning import resolve_clusters
     from app.store.accounts import utcnow
 
-    library = _library(signatures)
-    with _store() as session:
+    library = current().library(signatures)
+    with current().store() as session:
         done = resolve_clusters(session, library, now=utcnow())
     for key, sig_id in done:
         click.echo(f"{key}  resolved by {sig_id}")

@@ -1,7 +1,4 @@
-"""Commands for signature authors: `tracelore explain` and `tracelore example add`.
-
-Registered on the `tracelore` group by app/cli.py.
-"""
+"""Commands for signature authors: `tracelore lint`, `tracelore explain` and `tracelore example add`."""
 
 from __future__ import annotations
 
@@ -11,13 +8,37 @@ from pathlib import Path
 
 import click
 
-from app.cli_options import SIGNATURES
-from app.config import Settings
+from app.cli.context import current
+from app.cli.logs import open_logs
+from app.cli.options import SIGNATURES
 from app.core.authoring import AuthoringError, append_example, cut_excerpt, parse_range
 from app.core.explain import explain, render_explanation
-from app.core.library import load_library, parse_signature
-from app.core.lint import FILE_CHECKS, check_examples
+from app.core.library import TAXONOMY_FILE, load_library, parse_signature
+from app.core.lint import FILE_CHECKS, check_examples, load_taxonomy
+from app.core.lint import lint as run_lint
 from app.errors import LibraryError, TraceloreError
+
+
+@click.command("lint")
+@click.argument("path", type=click.Path(exists=True, path_type=Path), required=False)
+@click.option("--skip", multiple=True, help="Skip a check by id (e.g. backtracking, examples).")
+@click.option("--fail-on-warnings", is_flag=True, help="Exit 1 on warnings too.")
+def lint_command(path: Path | None, skip: tuple[str, ...], fail_on_warnings: bool) -> None:
+    """Check signature files: schema, patterns, references, taxonomy, examples."""
+    root = path or current().settings.signatures_dir
+    root = root.resolve()
+    folder = root if root.is_dir() else root.parent
+    taxonomy_path = next(
+        (p / TAXONOMY_FILE for p in (folder, *folder.parents) if (p / TAXONOMY_FILE).is_file()),
+        None,
+    )
+    taxonomy = load_taxonomy(taxonomy_path, coverage=taxonomy_path.parent == root.resolve()) if taxonomy_path else None
+    report = run_lint(root, taxonomy=taxonomy, skip=skip)
+    for issue in report.issues:
+        click.echo(str(issue), err=issue.severity == "error")
+    click.echo(report.summary())
+    if report.errors or (fail_on_warnings and report.warnings):
+        sys.exit(1)
 
 
 @click.command("explain")
@@ -29,11 +50,9 @@ def explain_command(signature_id: str, logs: tuple[str, ...], signatures: Path |
 
     Exit status: 0 it fired, 1 it did not, 2 usage or input error.
     """
-    from app.cli import _library, _open_logs
-
-    library = _library(signatures)
+    library = current().library(signatures)
     try:
-        with _open_logs(logs) as opened:
+        with open_logs(logs) as opened:
             result = explain(opened, library, signature_id)
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
@@ -66,7 +85,7 @@ def example_add(
     The file keeps its comments and layout; the example is appended as text. If the file
     then fails to load or its examples fail, the change is undone and the exit status is 1.
     """
-    root = signatures or Settings().signatures_dir
+    root = signatures or current().settings.signatures_dir
     try:
         library = load_library(root)
     except LibraryError as exc:

@@ -1,0 +1,60 @@
+"""The `tracelore` command. Commands stay thin: parse, call the core or the store, print.
+
+Each command lives in the module of its group and is imported only when it runs (or when
+--help lists it): `tracelore diagnose` never loads the web stack, the store or the
+authoring tools. Exit codes of `diagnose` follow grep: 0 nothing found, 1 failure
+identified, 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from app import __version__
+
+# Command name -> (module, attribute): the one list of the commands.
+COMMANDS = {
+    "diagnose": ("app.cli.diagnose", "diagnose"),
+    "serve": ("app.cli.serve", "serve"),
+    "build-site": ("app.cli.serve", "build_site_command"),
+    "db": ("app.cli.admin", "db"),
+    "purge": ("app.cli.admin", "purge"),
+    "admin": ("app.cli.admin", "admin"),
+    "lint": ("app.cli.authoring", "lint_command"),
+    "explain": ("app.cli.authoring", "explain_command"),
+    "example": ("app.cli.authoring", "example"),
+    "corpus": ("app.cli.corpus", "corpus"),
+    "eval": ("app.cli.corpus", "eval_command"),
+    "unknowns": ("app.cli.unknowns", "unknowns"),
+    "watch": ("app.cli.watch", "watch_command"),
+    "lsp": ("app.cli.watch", "lsp_command"),
+}
+
+
+class _Commands(click.Group):
+    """A group whose commands are imported only when one is asked for (or listed)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, name = COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracelore")
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Tracelore: diagnose failed ML training runs from their logs."""
+    from app.cli.context import CliContext
+
+    ctx.ensure_object(CliContext)  # one for the whole command line: its settings are read once
+
+
+# ClickException exits 1 by default; input and usage errors exit 2 like grep's.
+click.ClickException.exit_code = 2

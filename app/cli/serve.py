@@ -1,0 +1,96 @@
+"""Commands that run the web layer: `tracelore serve` and `tracelore build-site`."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from app import __version__
+from app.cli.context import current, safe_url
+from app.cli.options import SIGNATURES
+from app.errors import LibraryError, TraceloreError
+
+if TYPE_CHECKING:
+    from app.config import Settings
+
+
+@click.command()
+@click.option("--host", default=None, help="Address to bind [TRACELORE_HOST, default 127.0.0.1].")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port [TRACELORE_PORT, default 8000].")
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes [TRACELORE_WORKERS].")
+@click.option("--database-url", default=None, help="SQLAlchemy URL [TRACELORE_DATABASE_URL, default SQLite].")
+def serve(host: str | None, port: int | None, workers: int | None, database_url: str | None) -> None:
+    """Migrate the database, then serve the web app and API."""
+    from app.metrics_dir import metrics_directory
+    from app.store.migrate import upgrade
+
+    # Workers build their own Settings from the environment (uvicorn factory mode): flags go there first.
+    state = current()
+    state.configure(host=host, port=port, workers=workers, database_url=database_url)
+    settings = state.settings
+    url = settings.effective_database_url
+    try:
+        upgrade(url)
+    except Exception as exc:  # a CLI boundary: say what failed, not a traceback
+        raise click.ClickException(f"cannot migrate the database at {safe_url(url)}: {exc}") from exc
+    # Every worker writes its metrics to one directory, so any worker's /metrics is the whole server's.
+    with metrics_directory():
+        _serve(settings, url)
+
+
+def _serve(settings: Settings, url: str) -> None:
+    import uvicorn
+
+    from app.web.app import create_app
+
+    try:
+        # Load the library once here: a broken library fails now, before any worker starts.
+        app = create_app(settings)
+    except LibraryError as exc:
+        raise click.ClickException(f"the signature library is broken:\n{exc.detail}") from exc
+    shown = "localhost" if settings.host in ("0.0.0.0", "::") else settings.host
+    click.echo(f"Tracelore {__version__}: database {safe_url(url)}, {len(app.state.library)} signatures")
+    click.echo(f"Tracelore is serving on http://{shown}:{settings.port}/ (Ctrl+C to stop)")
+    run = functools.partial(
+        uvicorn.run,
+        host=settings.host,
+        port=settings.port,
+        proxy_headers=True,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
+        timeout_graceful_shutdown=30,
+    )
+    if settings.workers > 1:
+        app.state.engine.dispose()
+        run("app.web.app:create_app", factory=True, workers=settings.workers)
+    else:
+        run(app)
+
+
+@click.command("build-site")
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--base-url", default="", help="Public URL the site will be hosted at (canonical links, sitemap.xml).")
+@click.option(
+    "--service-url",
+    default=None,
+    help="A Tracelore service the pages link to for diagnosis and search [default TRACELORE_BASE_URL; '' for none].",
+)
+@SIGNATURES
+def build_site_command(out: Path, base_url: str, service_url: str | None, signatures: Path | None) -> None:
+    """Write the failure encyclopedia to OUT as a static site (relative links, no service needed)."""
+    from app.web.site import build_site, check_output
+    from app.web.templating import make_templates
+
+    for name, url in (("--base-url", base_url), ("--service-url", service_url or "")):
+        if url and not url.startswith(("http://", "https://")):
+            raise click.BadParameter(f"expected an http(s) URL, got {url!r}", param_hint=name)
+    service = current().settings.base_url if service_url is None else service_url
+    try:
+        check_output(out)  # before the library loads: a wrong folder fails at once
+        library = current().library(signatures)
+        pages = build_site(library, make_templates().env, out, base_url=base_url, service_url=service)
+    except (TraceloreError, OSError) as exc:
+        raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
+    click.echo(f"wrote {pages} pages for {len(library)} entries to {out}")

@@ -1,0 +1,100 @@
+"""`tracelore diagnose` imports only what a local diagnosis needs, so its start-up stays short.
+
+Each command is imported when it runs (app/cli/__init__.py); these tests run the real
+command in a fresh interpreter and read what it imported. pydantic is allowed: the core's
+`Diagnosis` and `Signature` are pydantic models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import REPO
+
+# A real log: the thread's paste (https://github.com/0Xiaohei0/LocalAIVtuber/issues/51).
+CASE = REPO / "tests" / "corpus" / "cases" / "gh-0xiaohei0-localaivtuber-51"
+
+# The web stack, the database, templates, the HTTP client, YAML (the parse cache is warm),
+# numpy (large logs only), version ranges (no version in this log), the report formats
+# other than text, and the other command groups.
+NOT_IMPORTED = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "sqlalchemy",
+    "alembic",
+    "psycopg",
+    "jinja2",
+    "pygments",
+    "httpx",
+    "yaml",
+    "numpy",
+    "packaging",
+    "watchfiles",
+    "app.web",
+    "app.store",
+    "app.quota",
+    "app.remote",
+    "app.corpus",
+    "app.evaluate",
+    "app.core.formats",
+    "app.core.lint",
+    "app.cli.serve",
+    "app.cli.admin",
+    "app.cli.authoring",
+    "app.cli.corpus",
+    "app.cli.unknowns",
+    "app.cli.watch",
+)
+
+# Runs the command as `python -m app` does, then writes the names of the modules it imported.
+PROBE = """
+import json, runpy, sys
+out, sys.argv = sys.argv[1], ["tracelore", *sys.argv[2:]]
+try:
+    runpy.run_module("app", run_name="__main__")
+finally:
+    with open(out, "w") as f:
+        json.dump(sorted(sys.modules), f)
+"""
+
+
+def _diagnose(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    modules = tmp_path / "modules.json"
+    env = {**os.environ, "TRACELORE_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, str(modules), "diagnose", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    return run, set(json.loads(modules.read_text()))
+
+
+def _offenders(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in NOT_IMPORTED))
+
+
+def test_a_local_diagnosis_imports_neither_the_web_stack_nor_the_store(tmp_path: Path) -> None:
+    log = str(CASE / "log.txt")
+    _diagnose(tmp_path, log)  # fills the parse cache, as any earlier command would have
+    run, modules = _diagnose(tmp_path, log)
+    assert run.returncode == 1, run.stderr
+    assert run.stdout.startswith("INITIATING:") and "[checkpoint.weights_only_rejected]" in run.stdout
+    assert "app.core.diagnose" in modules  # the probe saw the real command run
+    assert _offenders(modules) == []
+
+
+def test_the_offender_check_sees_a_command_that_loads_more(tmp_path: Path) -> None:
+    args = (str(CASE / "log.txt"), "--format", "sarif", "--fail-on", "never")
+    _diagnose(tmp_path, *args)  # fills the parse cache
+    run, modules = _diagnose(tmp_path, *args)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["version"] == "2.1.0"
+    assert _offenders(modules) == ["app.core.formats"]
