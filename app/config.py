@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -25,6 +25,24 @@ def usable_cores() -> int:
     """The CPU cores this process may run on (its affinity, not the machine's count)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, cores)
+
+
+class Threads(NamedTuple):
+    """How many threads do what: the one policy for the service and the CLI."""
+
+    diagnoses: int  # diagnoses that run at once, each in a worker thread of its own (they hold the GIL)
+    scan: int  # threads that scan one large log at once (RE2 and numpy run without the GIL)
+
+
+def thread_policy(settings: Settings, *, diagnoses: int | None = None) -> Threads:
+    """The threads of a process: `diagnoses` at once (the CLI runs one), else one per core, at most max_in_flight.
+
+    The cores are shared out: each running diagnosis scans with the cores left to it, at least
+    two (a scan thread also waits on reading) and at most eight (a chunk each in flight).
+    """
+    cores = usable_cores()
+    at_once = diagnoses or settings.diagnosis_threads or min(settings.max_in_flight, cores)
+    return Threads(diagnoses=at_once, scan=settings.scan_threads or min(8, max(2, cores // at_once)))
 
 
 class Settings(BaseModel):
@@ -48,7 +66,13 @@ class Settings(BaseModel):
     workers: int = Field(1, ge=1, le=64, description="uvicorn worker processes")
     base_url: str = Field("", description="public URL of the service, for permalinks")
     max_upload_bytes: int = Field(50 << 20, ge=1024, description="largest log accepted, after decompression")
-    max_in_flight: int = Field(4, ge=1, description="diagnoses run at once per process; more wait, then get 503")
+    max_in_flight: int = Field(4, ge=1, description="diagnoses admitted at once per process; more wait, then get 503")
+    diagnosis_threads: int = Field(
+        0, ge=0, le=64, description="of those admitted, diagnoses that run at once per process; 0: one per core"
+    )
+    scan_threads: int = Field(
+        0, ge=0, le=64, description="threads that scan one large log; 0: the cores per running diagnosis, 2 to 8"
+    )
     queue_seconds: float = Field(
         5, ge=0, le=300, description="how long a diagnosis waits for a free slot before it gets 503; 0: no wait"
     )

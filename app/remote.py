@@ -16,12 +16,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from app import __version__
-from app.core.models import Diagnosis
+from app.core.stored import StoredDiagnosis
 
 TIMEOUT = 120  # seconds for one request: the server diagnoses before it answers
 
@@ -33,15 +32,6 @@ class RemoteError(Exception):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
-
-
-@dataclass(frozen=True)
-class RemoteResult:
-    """The server's diagnosis and its permalink (None when the server did not store it)."""
-
-    diagnosis: Diagnosis
-    url: str | None
-    raw: dict[str, Any]
 
 
 def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
@@ -160,7 +150,7 @@ def post_excerpt(
     filename: str,
     top: int | None = None,
     **options: Any,
-) -> RemoteResult:
+) -> StoredDiagnosis:
     """POST the evidence lines of a log with their original numbers (JSON, gzip-encoded)."""
     document: dict[str, Any] = {
         "excerpt": [{"line": no, "text": text} for no, text in lines],
@@ -176,7 +166,7 @@ def post_excerpt(
     return _post(server, body, headers, **options)
 
 
-def post_log(server: str, log: bytes, *, filename: str, top: int | None = None, **options: Any) -> RemoteResult:
+def post_log(server: str, log: bytes, *, filename: str, top: int | None = None, **options: Any) -> StoredDiagnosis:
     """POST a whole log (gzip-compressed, as a multipart file) and return the stored diagnosis."""
     fields = {"store": "true"}
     if top is not None:
@@ -195,8 +185,8 @@ def _post(
     attempts: int = 3,
     sleep: Callable[[float], None] = time.sleep,
     notify: Callable[[str], None] | None = None,
-) -> RemoteResult:
-    """POST to SERVER/api/v1/diagnoses, waiting out a short Retry-After; return the stored diagnosis."""
+) -> StoredDiagnosis:
+    """POST to SERVER/api/v1/diagnoses, waiting out a short Retry-After; return the stored diagnosis (its `url`)."""
     url = _base(server) + "/api/v1/diagnoses"
     headers = _headers(api_key, **content_headers)
     for attempt in range(1, attempts + 1):
@@ -226,8 +216,7 @@ def _post(
         except ValueError as exc:
             raise RemoteError(f"the server's answer is not a diagnosis (invalid JSON: {exc})") from None
         try:
-            diagnosis = Diagnosis.model_validate(data)
+            return StoredDiagnosis.model_validate(data)
         except ValueError as exc:
             raise RemoteError(f"the server's answer is not a diagnosis: {str(exc)[:300]}") from None
-        return RemoteResult(diagnosis, data.get("url") if isinstance(data, dict) else None, data)
     raise RemoteError("the server kept asking to retry; giving up")  # pragma: no cover - loop always returns

@@ -5,7 +5,9 @@ to fire on a planted violation:
   outside the modules that read logs and load the library;
 * the store and the quota never import the web layer;
 * the CLI uses only the web layer's public entry points, and its command modules never import
-  the `tracelore` group (`app.cli`), which imports them.
+  the `tracelore` group (`app.cli`), which imports them;
+* the web layer never reads a log itself: what is kept of a log is the core's work
+  (`app.core.keep`), so a request's walk stays in the core once it gets there.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ WEB_ENTRY_POINTS = {
     "app.web.site": {"build_site", "check_output"},
     "app.web.templating": {"make_templates"},
 }
+# The core's log reading and scanning: the web reaches it only through app.core.keep (and diagnose()).
+LOG_READING = ("app.core.reader", "app.core.matcher", "app.core.sniff", "app.core.job", "app.core.excerpt")
 # The core modules that touch files: the log reader, and the library's loading and linting.
 CORE_FILE_IO = {"reader.py", "library.py", "lint.py"}
 # Calls that read, write or walk files (builtin open, pathlib, os).
@@ -109,6 +113,22 @@ def cli_cycle_offenders(root: Path) -> list[str]:
     return offenders
 
 
+def web_log_offenders(root: Path) -> list[str]:
+    """Web modules that read or scan a log themselves, or check its bytes, instead of leaving it to the core.
+
+    The excerpt module's `Excerpt` and `MAX_TEXT` (what a client may send) are the one exception.
+    """
+    offenders = []
+    for path, tree in _modules(root, "web/**/*.py"):
+        for module, names in imports(tree):
+            if _within(module, LOG_READING) and not (module == "app.core.excerpt" and set(names) <= EXCERPT_SHAPE):
+                offenders.append(f"{path.relative_to(root)} imports {module}")
+    return offenders
+
+
+EXCERPT_SHAPE = {"Excerpt", "MAX_TEXT"}
+
+
 def core_file_io_offenders(root: Path) -> list[str]:
     """Core modules outside the allow-list that open, read, write or walk files."""
     offenders = []
@@ -140,6 +160,10 @@ def test_core_does_file_io_only_in_its_reader_and_library_loading() -> None:
 @pytest.mark.parametrize("package", ["store", "quota"])
 def test_store_and_quota_never_import_the_web(package: str) -> None:
     assert import_offenders(APP, f"{package}/**/*.py", WEB) == []
+
+
+def test_the_web_never_reads_a_log_itself() -> None:
+    assert web_log_offenders(APP) == []
 
 
 def test_cli_uses_only_the_web_entry_points() -> None:
@@ -239,6 +263,23 @@ def test_the_cli_rule_fires(tmp_path: Path) -> None:
         "cli/extra.py imports app.web.app._lifespan",
         "cli/serve.py imports app.web.retention.purge_once",
         "cli/sub/commands.py imports app.web.templating.human_date",
+    ]
+
+
+def test_the_web_log_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "web/fine.py": "from app.core.keep import keep\nfrom app.core.excerpt import MAX_TEXT, Excerpt\n",
+            "web/windows.py": "from app.core.reader import decode, iter_chunks\n",
+            "web/deep/sniffs.py": "import app.core.sniff\n",
+            "web/remaps.py": "from app.core.excerpt import excerpt_windows\n",
+        },
+    )
+    assert sorted(web_log_offenders(root)) == [
+        "web/deep/sniffs.py imports app.core.sniff",
+        "web/remaps.py imports app.core.excerpt",
+        "web/windows.py imports app.core.reader",
     ]
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.config import Settings
+from app.config import Settings, Threads, thread_policy, usable_cores
 
 
 def test_variables_are_read_and_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,3 +46,29 @@ def test_previous_secret_keys_are_a_comma_list_newest_first(monkeypatch: pytest.
     assert Settings().previous_secret_keys == ("key-2025", "key-2024")
     monkeypatch.setenv("TRACELORE_PREVIOUS_SECRET_KEYS", "")
     assert Settings().previous_secret_keys == ()
+
+
+def test_one_thread_policy_names_diagnoses_apart_from_scan_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    cores = usable_cores()
+    # The CLI runs one diagnosis: it scans with a thread per core (two to eight).
+    assert thread_policy(Settings(), diagnoses=1) == Threads(diagnoses=1, scan=min(8, max(2, cores)))
+    # The service runs one diagnosis per core (never more than it admits); each scans with its share.
+    served = thread_policy(Settings(max_in_flight=64))
+    assert served.diagnoses == min(64, cores) and served.scan == min(8, max(2, cores // served.diagnoses))
+    assert thread_policy(Settings(max_in_flight=1)).diagnoses == 1
+    monkeypatch.setenv("TRACELORE_DIAGNOSIS_THREADS", "3")
+    monkeypatch.setenv("TRACELORE_SCAN_THREADS", "5")
+    assert thread_policy(Settings()) == Threads(diagnoses=3, scan=5)
+    assert thread_policy(Settings(), diagnoses=1) == Threads(diagnoses=1, scan=5)
+
+
+def test_the_service_takes_its_threads_from_the_policy(tmp_path: Path) -> None:
+    from app.web.app import create_app
+
+    settings = Settings(data_dir=tmp_path, cache_dir=None, diagnosis_threads=2, scan_threads=3, max_in_flight=4)
+    app = create_app(settings)
+    try:
+        assert app.state.threads == Threads(diagnoses=2, scan=3)
+        assert app.state.gate.threads == 2
+    finally:
+        app.state.engine.dispose()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from app.config import Settings, usable_cores
+from app.config import Settings, thread_policy
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 
 def scan_threads() -> int:
-    """Threads that scan one large log: one per core, at least two, at most eight (a chunk each in flight)."""
-    return min(8, max(2, usable_cores()))
+    """Threads that scan one large log when it is the one diagnosis running (`app.config.thread_policy`)."""
+    return thread_policy(current().settings, diagnoses=1).scan
 
 
 def safe_url(url: str) -> str:

@@ -6,7 +6,6 @@ Exit codes follow grep: 0 nothing found, 1 failure identified, 2 usage or input 
 from __future__ import annotations
 
 import gzip
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from app.errors import TraceloreError
 
 # What only one mode needs (the HTTP client, the evidence rules) is imported when it runs.
 if TYPE_CHECKING:
-    from app.remote import RemoteResult
+    from app.core.stored import StoredDiagnosis
 
 
 def failed(d: Diagnosis, fail_on: str) -> bool:
@@ -34,10 +33,8 @@ def failed(d: Diagnosis, fail_on: str) -> bool:
     return any(c.episode == "terminal" and c.confidence >= threshold for c in d.candidates)
 
 
-def render(d: Diagnosis, fmt: str, *, base_url: str = "", permalink: str | None = None, raw: object = None) -> str:
-    """The report of a diagnosis in one of FORMATS; in remote mode, JSON is the server's record as sent."""
-    if fmt == "json" and raw is not None:  # remote mode: the server's record, with its id and url
-        return json.dumps(raw, indent=2) + "\n"
+def render(d: Diagnosis, fmt: str, *, base_url: str = "", permalink: str | None = None) -> str:
+    """The report of a diagnosis in one of FORMATS (remote mode's JSON is the same Diagnosis JSON)."""
     return render_report(d, fmt, Links(base_url=base_url, permalink=permalink, tool_version=__version__))
 
 
@@ -60,7 +57,7 @@ def _remote(
     full: bool,
     top: int | None,
     max_wait: float,
-) -> RemoteResult:
+) -> StoredDiagnosis:
     from app.remote import fetch_spec, human_size, padded_log, post_excerpt, post_log
 
     if len(logs) != 1:
@@ -169,7 +166,6 @@ def diagnose(
     if full and not server:
         raise click.UsageError("--full needs --server (locally the whole log is always read)")
     permalink = None
-    raw = None
     try:
         if server:
             from app.remote import RemoteError
@@ -180,7 +176,7 @@ def diagnose(
                 )
             except RemoteError as exc:
                 raise click.ClickException(str(exc)) from exc
-            result, permalink, raw = remote.diagnosis, remote.url, remote.raw
+            result, permalink = remote.diagnosis, remote.url
         else:
             from app.core.diagnose import diagnose_many
 
@@ -199,10 +195,10 @@ def diagnose(
                 "set --base-url or TRACELORE_BASE_URL to your service's address)",
                 err=True,
             )
-    click.echo(render(result, fmt, base_url=links, permalink=permalink, raw=raw), nl=False)
+    click.echo(render(result, fmt, base_url=links, permalink=permalink), nl=False)
     for report_fmt, path in extra:
         try:
-            path.write_text(render(result, report_fmt, base_url=links, permalink=permalink, raw=raw), encoding="utf-8")
+            path.write_text(render(result, report_fmt, base_url=links, permalink=permalink), encoding="utf-8")
         except OSError as exc:
             raise click.ClickException(
                 f"cannot write the {report_fmt} report to {path}: {exc.strerror or exc}"

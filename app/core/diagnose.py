@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from app.core.environment import VERSIONED, read_environment, versions_of
@@ -10,7 +10,16 @@ from app.core.hangs import hang_suspect
 from app.core.job import arrange, picked_lines
 from app.core.library import Library
 from app.core.matcher import FileScan, scan_file
-from app.core.models import Candidate, Diagnosis, InputInfo, SimilarEntry, Unexplained, UnknownStart, entry_path
+from app.core.models import (
+    Candidate,
+    Diagnosis,
+    InputInfo,
+    SimilarEntry,
+    Unexplained,
+    UnknownStart,
+    Window,
+    entry_path,
+)
 from app.core.ranker import find_signatures, harmless, rank_found, unexplained, unrecognised_start
 from app.core.reader import Source, iter_blocks, source_name
 from app.core.redact import DEFAULT, Redactor, count_placeholders
@@ -116,17 +125,31 @@ def assemble(
 
 
 def shown_redactions(
-    candidates: Sequence[Candidate], unexplained_lines: Sequence[Unexplained], names: Sequence[str | None]
+    candidates: Sequence[Candidate],
+    unexplained_lines: Sequence[Unexplained],
+    names: Sequence[str | None],
+    windows: Sequence[Window] = (),
+    log_counts: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """Secrets removed from what a diagnosis shows (each log line counted once), by type."""
+    """Secrets removed from what a diagnosis shows and keeps (each log line counted once), by type.
+
+    `windows` are the context lines kept around the evidence, `log_counts` what redacting the whole
+    kept log removed (its lines include the shown ones: a type counts the larger of the two).
+    """
     texts: dict[tuple[str | None, int], str] = {}
     for candidate in candidates:
         for e in candidate.evidence:
             texts[(e.file, e.line)] = e.text
     for u in unexplained_lines:
         texts[(u.file, u.line)] = u.text
+    for w in windows:
+        for line in w.lines:
+            texts[(w.file, line.no)] = line.text
     ordered = [texts[k] for k in sorted(texts, key=lambda k: (k[0] or "", k[1]))]
-    return count_placeholders([*ordered, *(n for n in names if n)])
+    counts = count_placeholders([*ordered, *(n for n in names if n)])
+    for kind, n in (log_counts or {}).items():
+        counts[kind] = max(counts.get(kind, 0), n)
+    return dict(sorted(counts.items()))
 
 
 def with_similar(start: UnknownStart | None, library: Library) -> UnknownStart | None:

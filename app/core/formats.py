@@ -188,9 +188,7 @@ def render_junit(d: Diagnosis, *, base_url: str = "", permalink: str | None = No
     ):
         if value:
             ET.SubElement(props, "property", name=name, value=value)
-    failing = [c for c in d.candidates if c.episode == "terminal" and c.role != "collateral"]
-    echoes = [c for c in d.candidates if c.episode == "terminal" and c.role == "collateral"]
-    earlier = [c for c in d.candidates if c.episode == "earlier"]
+    failing, echoes, earlier = d.groups()
     cases = 0
     for c in failing:
         cases += 1

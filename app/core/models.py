@@ -8,7 +8,7 @@ default (like `redactions`) are compatible: older stored diagnoses still validat
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -291,6 +291,28 @@ class InputInfo(_Frozen):
     )
 
 
+class WindowLine(_Frozen):
+    """One line of log context."""
+
+    no: int
+    text: str
+
+
+class Window(_Frozen):
+    """Consecutive log lines around evidence, from one file."""
+
+    file: str | None = None
+    lines: list[WindowLine] = Field(default_factory=list)
+
+
+class Groups(NamedTuple):
+    """A diagnosis's candidates the way a person reads them."""
+
+    main: list[Candidate]  # what ended the run: the initiating failure and any that failed with it
+    echoes: list[Candidate]  # collateral of the terminal episode
+    earlier: list[Candidate]  # earlier trouble the run survived
+
+
 class Diagnosis(_Frozen):
     """Ranked candidate failures for one log (or one job's logs)."""
 
@@ -327,3 +349,12 @@ class Diagnosis(_Frozen):
     def initiating(self) -> Candidate | None:
         """The candidate that started the terminal episode, if any."""
         return next((c for c in self.candidates if c.role == "initiating"), None)
+
+    def groups(self) -> Groups:
+        """The candidates as every report shows them: what ended the run, its echoes, earlier trouble."""
+        terminal = [c for c in self.candidates if c.episode == "terminal"]
+        return Groups(
+            main=[c for c in terminal if c.role != "collateral"],
+            echoes=[c for c in terminal if c.role == "collateral"],
+            earlier=[c for c in self.candidates if c.episode == "earlier"],
+        )

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 import re2
@@ -168,12 +169,15 @@ def secret_types(*, network: bool = True) -> list[str]:
     return sorted({r.type for r in all_rules() if network or r.rule_group != NETWORK} | {"private-key"})
 
 
+_NOTHING: Mapping[str, int] = MappingProxyType({})
+
+
 @dataclass
 class Redacted:
     """Redacted text and what was removed from it, by type (never the values)."""
 
     text: str
-    counts: Counter[str] = field(default_factory=Counter)
+    counts: Mapping[str, int] = field(default_factory=dict)  # read-only: results that removed nothing share one
 
 
 class Redactor:
@@ -212,15 +216,14 @@ class Redactor:
 
     def line(self, text: str) -> Redacted:
         """Redact one line (no line breaks expected; a PEM block on one line is removed whole)."""
-        counts: Counter[str] = Counter()
         if not self.enabled or not text or text.isspace():
-            return Redacted(text, counts)
+            return Redacted(text, _NOTHING)
         data = text.encode("utf-8", errors="surrogatepass")
         if find(_PEM_BODY, data) >= 0 and _guard_token(text.strip(), None) and _mixed_case(text):
-            counts["private-key"] += 1
-            return Redacted(_keep_indent(text) + placeholder("private-key"), counts)
+            return Redacted(_keep_indent(text) + placeholder("private-key"), {"private-key": 1})
         if find(self._any, data) < 0:
-            return Redacted(text, counts)
+            return Redacted(text, _NOTHING)  # most lines: no Counter built for them
+        counts: Counter[str] = Counter()
         low = text.lower()
         for rule in self.rules:
             if rule.hints and not any(h in low for h in rule.hints):

@@ -77,14 +77,6 @@ def environment_lines(d: Diagnosis) -> list[str]:
     ]
 
 
-def _groups(d: Diagnosis) -> tuple[list[Candidate], list[Candidate], list[Candidate]]:
-    terminal = [c for c in d.candidates if c.episode == "terminal"]
-    main = [c for c in terminal if c.role != "collateral"]
-    echoes = [c for c in terminal if c.role == "collateral"]
-    earlier = [c for c in d.candidates if c.episode == "earlier"]
-    return main, echoes, earlier
-
-
 def count(n: int, word: str) -> str:
     """'1 line', '2 lines', '1,024 bytes'."""
     return f"{n:,} {word}{'' if n == 1 else 's'}"
@@ -100,7 +92,7 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
     size = f"{count(d.input.lines, 'line')}, {count(d.input.bytes, 'byte')}"
     if not d.candidates:
         out.append(f"No known failure found ({size}).")
-    main, echoes, earlier = _groups(d)
+    main, echoes, earlier = d.groups()
     if echoes and not main:
         out += [
             "",
@@ -200,7 +192,7 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
     several = len(d.input.files) > 1
     if permalink:
         out += [f"Full diagnosis: {permalink}", ""]
-    main, echoes, earlier = _groups(d)
+    main, echoes, earlier = d.groups()
     if not d.candidates:
         out += [f"No known failure found in {count(d.input.lines, 'line')}.", ""]
     if echoes and not main:

@@ -8,7 +8,8 @@ SNIFF = 64 << 10  # bytes looked at to tell text from binary
 GZIP_MAGIC = b"\x1f\x8b"
 MIN_ODD = 8  # a few stray bytes never make a log binary
 # Control characters a text log does not hold (tab, newlines, form feed, backspace and ESC it may).
-_NOT_TEXT = dict.fromkeys(c for c in range(32) if chr(c) not in "\t\n\r\x0b\x0c\x08\x1b")
+# Counted on the bytes: in UTF-8 a byte below 0x80 is always a character of its own.
+_NOT_TEXT = bytes(c for c in range(32) if chr(c) not in "\t\n\r\x0b\x0c\x08\x1b")
 
 
 def check_text(head: bytes) -> None:
@@ -32,6 +33,6 @@ def check_text(head: bytes) -> None:
             raise NotText("this is binary data, not a text log (nothing but NUL bytes)")
         return  # blank: the diagnosis says the log is empty
     text = rest.decode("utf-8", errors="replace")
-    odd = text.count("\ufffd") + len(text) - len(text.translate(_NOT_TEXT))
+    odd = text.count("\ufffd") + len(rest) - len(rest.translate(None, _NOT_TEXT))
     if odd >= MIN_ODD and odd > len(text) // 20:
         raise NotText("this looks like binary data, not a text log (control characters or invalid UTF-8)")

@@ -8,28 +8,40 @@ transaction (not the request's), so the count is settled before the expensive wo
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import date
+from typing import Any, cast
 
-from sqlalchemy import delete, func, literal, select, update
+from sqlalchemy import Date, Integer, String, Table, bindparam, delete, func, literal, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.store.accounts import dialect_insert
 from app.store.tables import QuotaUsageRow
 
 
 def consume(session: Session, *, subject: str, tier: str, day: date, limit: int) -> int | None:
     """Count one diagnosis if the allowance has room: the new count, or None when it is spent."""
-    table = QuotaUsageRow.__table__
-    source = select(literal(subject), literal(day), literal(tier), literal(1)).where(literal(limit) > 0)
-    stmt = dialect_insert(session, table).from_select(["subject", "day", "tier", "used"], source)
-    stmt = stmt.on_conflict_do_update(
+    values = {"subject": subject, "day": day, "tier": tier, "limit": limit}
+    row = session.execute(_consume_statement(session.get_bind().dialect.name), values).first()
+    return None if row is None else int(row[0])
+
+
+@functools.cache
+def _consume_statement(dialect: str) -> Any:
+    """The upsert of `consume`, built once per dialect with bound parameters (building it cost more than running it)."""
+    table = cast(Table, QuotaUsageRow.__table__)
+    limit = bindparam("limit", type_=Integer)
+    source = select(
+        bindparam("subject", type_=String), bindparam("day", type_=Date), bindparam("tier", type_=String), literal(1)
+    ).where(limit > 0)
+    stmt = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+    stmt = stmt.from_select(["subject", "day", "tier", "used"], source)
+    return stmt.on_conflict_do_update(
         index_elements=["subject", "day"],
         set_={"used": table.c.used + 1, "tier": stmt.excluded.tier},
         where=table.c.used < limit,
     ).returning(table.c.used)
-    row = session.execute(stmt).first()
-    return None if row is None else int(row[0])
 
 
 def refund(session: Session, *, subject: str, day: date) -> None:

@@ -7,50 +7,16 @@ import hmac
 import json
 import secrets
 from datetime import UTC, datetime
+from typing import cast
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from sqlalchemy import delete, func, select
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+from sqlalchemy import Table, delete, func, insert, select
 from sqlalchemy.orm import Session
 
-from app.core.models import Diagnosis
+from app.core.models import Window
+from app.core.stored import StoredDiagnosis
 from app.store.learning import record_learning
 from app.store.tables import DiagnosisRow
-
-
-class WindowLine(BaseModel):
-    """One line of log context."""
-
-    model_config = ConfigDict(frozen=True)
-
-    no: int
-    text: str
-
-
-class Window(BaseModel):
-    """Consecutive log lines around evidence, from one file."""
-
-    model_config = ConfigDict(frozen=True)
-
-    file: str | None = None
-    lines: list[WindowLine] = Field(default_factory=list)
-
-
-class Record(BaseModel):
-    """A stored diagnosis with what the store knows about it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    created_at: datetime
-    subject: str
-    tier: str
-    input_bytes: int
-    input_sha256: str
-    diagnosis: Diagnosis
-    windows: list[Window]
-    has_log: bool
-    delete_token: str | None = Field(None, description="set only on the record save_diagnosis returns")
-
 
 _WINDOWS = TypeAdapter(list[Window])
 
@@ -75,70 +41,64 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _record(row: DiagnosisRow) -> Record:
-    return Record(
-        id=row.id,
-        created_at=_aware(row.created_at),
-        subject=row.subject,
-        tier=row.tier,
-        input_bytes=row.input_bytes,
-        input_sha256=row.input_sha256,
-        diagnosis=Diagnosis.model_validate_json(row.diagnosis_json),
-        windows=_WINDOWS.validate_json(row.windows_json),
-        has_log=row.log_gz is not None,
+def _record(row: DiagnosisRow) -> StoredDiagnosis:
+    return StoredDiagnosis.model_validate_json(row.diagnosis_json).model_copy(
+        update={
+            "id": row.id,
+            "created_at": _aware(row.created_at),
+            "subject": row.subject,
+            "tier": row.tier,
+            "input_bytes": row.input_bytes,
+            "input_sha256": row.input_sha256,
+            "windows": _WINDOWS.validate_json(row.windows_json),
+            "has_log": row.log_gz is not None,
+        }
     )
 
 
 def save_diagnosis(
-    session: Session,
-    *,
-    diagnosis: Diagnosis,
-    windows: list[Window],
-    subject: str,
-    tier: str,
-    input_bytes: int,
-    input_sha256: str,
-    created_at: datetime,
-    log_gz: bytes | None = None,
-) -> Record:
-    """Add a diagnosis to the session (flushed, not committed) and return it as stored.
+    session: Session, kept: StoredDiagnosis, *, subject: str, tier: str, created_at: datetime
+) -> StoredDiagnosis:
+    """Add a diagnosis and what is kept of its log to the session (flushed, not committed); return it as stored.
 
-    The returned record carries a fresh delete token; only its hash is stored.
+    The returned diagnosis carries a fresh delete token; only its hash is stored.
     """
     token = new_delete_token()
-    row = DiagnosisRow(
-        id=new_id(),
-        created_at=created_at,
-        subject=subject,
-        tier=tier,
-        input_bytes=input_bytes,
-        input_sha256=input_sha256,
-        library_version=diagnosis.library_version,
-        schema_version=diagnosis.schema_version,
-        diagnosis_json=diagnosis.model_dump_json(),
-        windows_json=_WINDOWS.dump_json(windows).decode(),
-        log_gz=log_gz,
-        delete_token_hash=token_hash(token),
+    diagnosis_id = new_id()
+    session.execute(
+        insert(cast(Table, DiagnosisRow.__table__)),
+        [
+            {
+                "id": diagnosis_id,
+                "created_at": created_at,
+                "subject": subject,
+                "tier": tier,
+                "input_bytes": kept.input_bytes,
+                "input_sha256": kept.input_sha256,
+                "library_version": kept.library_version,
+                "schema_version": kept.schema_version,
+                "diagnosis_json": kept.diagnosis_json(),
+                "windows_json": _WINDOWS.dump_json(kept.windows).decode(),
+                "log_gz": kept.log_gz,
+                "delete_token_hash": token_hash(token),
+            }
+        ],
     )
-    session.add(row)
-    session.flush()
-    record_learning(session, row.id, diagnosis, created_at)
+    record_learning(session, diagnosis_id, kept, created_at)
     # Built from what was written, not read back: parsing the JSON just dumped would only cost time.
-    return Record(
-        id=row.id,
-        created_at=_aware(created_at),
-        subject=subject,
-        tier=tier,
-        input_bytes=input_bytes,
-        input_sha256=input_sha256,
-        diagnosis=diagnosis,
-        windows=windows,
-        has_log=log_gz is not None,
-        delete_token=token,
+    return kept.model_copy(
+        update={
+            "id": diagnosis_id,
+            "created_at": _aware(created_at),
+            "subject": subject,
+            "tier": tier,
+            "log_gz": None,
+            "delete_token": token,
+        }
     )
 
 
-def get_diagnosis(session: Session, diagnosis_id: str, *, not_before: datetime | None = None) -> Record | None:
+def get_diagnosis(session: Session, diagnosis_id: str, *, not_before: datetime | None = None) -> StoredDiagnosis | None:
     """A stored diagnosis by id, or None (also when it is older than not_before)."""
     row = session.get(DiagnosisRow, diagnosis_id)
     if row is None or (not_before is not None and _aware(row.created_at) < not_before):

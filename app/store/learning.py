@@ -12,8 +12,9 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, delete, func, select
+from sqlalchemy import ColumnElement, Table, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.core.models import Diagnosis
@@ -25,28 +26,33 @@ MEMBERS_SHOWN = 5  # member diagnoses a cluster lists
 
 def record_learning(session: Session, diagnosis_id: str, diagnosis: Diagnosis, created_at: datetime) -> None:
     """Keep what a just-saved diagnosis teaches: its unknown lines and the failures it named."""
-    for u in unknown_lines(diagnosis):
-        session.add(
-            UnknownLineRow(
-                diagnosis_id=diagnosis_id,
-                key=u.key,
-                template=u.template,
-                text=u.text,
-                kind=u.kind,
-                library_version=diagnosis.library_version,
-                created_at=created_at,
-            )
-        )
-    seen: set[str] = set()
+    unknown = [
+        {
+            "diagnosis_id": diagnosis_id,
+            "key": u.key,
+            "template": u.template,
+            "text": u.text,
+            "kind": u.kind,
+            "library_version": diagnosis.library_version,
+            "created_at": created_at,
+        }
+        for u in unknown_lines(diagnosis)
+    ]
+    named: dict[str, dict[str, Any]] = {}
     for c in diagnosis.candidates:
-        if c.episode != "terminal" or c.id in seen:
-            continue
-        seen.add(c.id)
-        session.add(
-            DiagnosisFailureRow(
-                diagnosis_id=diagnosis_id, signature_id=c.id, role=c.role, caused_by=c.caused_by, created_at=created_at
-            )
-        )
+        if c.episode == "terminal" and c.id not in named:
+            named[c.id] = {
+                "diagnosis_id": diagnosis_id,
+                "signature_id": c.id,
+                "role": c.role,
+                "caused_by": c.caused_by,
+                "created_at": created_at,
+            }
+    # Plain INSERTs of many rows at once: the unit of work's bookkeeping was most of the insert's cost.
+    if unknown:
+        session.execute(insert(cast(Table, UnknownLineRow.__table__)), unknown)
+    if named:
+        session.execute(insert(cast(Table, DiagnosisFailureRow.__table__)), list(named.values()))
 
 
 def _aware(value: datetime) -> datetime:

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 from sqlalchemy.orm import Session
+from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
@@ -30,7 +31,7 @@ from app.store import accounts as store
 from app.store.accounts import Account
 from app.store.diagnoses import list_made_by
 from app.web.api import not_before
-from app.web.deps import SettingsDep
+from app.web.deps import Sessions, SessionsDep, SettingsDep
 from app.web.identity import (
     CSRF_COOKIE,
     SESSION_COOKIE,
@@ -71,16 +72,16 @@ class CsrfCookieMiddleware:
         seed = secrets.token_urlsafe(24)
         scope.setdefault("state", {})["csrf_seed"] = seed
         secure = "; Secure" if scope.get("scheme") == "https" else ""
-        cookie = f"{CSRF_COOKIE}={seed}; Path=/; HttpOnly; SameSite=Lax{secure}".encode()
+        cookie = f"{CSRF_COOKIE}={seed}; Path=/; HttpOnly; SameSite=Lax{secure}"
 
         async def send_with_cookie(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = message.get("headers", [])
-                cache = b" ".join(v for k, v in headers if k.lower() == b"cache-control").lower()
+                message.setdefault("headers", [])  # optional in ASGI
+                headers = MutableHeaders(scope=message)
                 # A page a shared cache may keep (encyclopedia entries) must not carry a
                 # per-browser cookie: the cache would hand it to every later visitor.
-                if b"public" not in cache:
-                    message = {**message, "headers": [*headers, (b"set-cookie", cookie)]}
+                if "public" not in " ".join(headers.getlist("cache-control")).lower():
+                    headers.append("set-cookie", cookie)
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
@@ -92,11 +93,11 @@ def _page(request: Request, template: str, context: dict[str, Any], *, status: i
     return response
 
 
-def _signed_in(request: Request) -> tuple[str, Account] | None:
+def _signed_in(request: Request, sessions: Sessions) -> tuple[str, Account] | None:
     token = session_token(request)
     if not token:
         return None
-    with request.app.state.sessionmaker.begin() as session:
+    with sessions.begin() as session:
         account = store.session_account(session, token, now=clock(request))
     return (token, account) if account else None
 
@@ -136,20 +137,22 @@ def send_sign_in_mail(settings: Settings, *, to: str, link: str, minutes: int) -
 
 
 @router.get("/account", name="account")
-def account_page(request: Request, settings: SettingsDep) -> Response:
+def account_page(request: Request, settings: SettingsDep, sessions: SessionsDep) -> Response:
     """The sign-in form, or the account: tier, today's allowance and API keys."""
-    found = _signed_in(request)
+    found = _signed_in(request, sessions)
     if found is None:
         return _page(request, "signin.html", {"tiers": tiers(request), "minutes": settings.login_link_minutes})
-    return _account(request, found[1])
+    return _account(request, sessions, found[1])
 
 
-def _account(request: Request, account: Account, *, new_key: str | None = None, status: int = 200) -> Response:
+def _account(
+    request: Request, sessions: Sessions, account: Account, *, new_key: str | None = None, status: int = 200
+) -> Response:
     from app.web.identity import Subject
 
     subject = Subject(id=f"account:{account.id}", tier=account.tier, account=account)
-    usage = usage_now(request, subject)
-    with request.app.state.sessionmaker.begin() as session:
+    usage = usage_now(request, sessions, subject)
+    with sessions.begin() as session:
         keys = store.list_api_keys(session, account.id)
         made = list_made_by(session, subject.id, not_before=not_before(request.app.state.settings))
     context = {
@@ -213,7 +216,7 @@ def limit_sign_in_mail(session: Session, settings: Settings, *, client: str, now
 
 
 @router.post("/account/sign-in", name="sign_in")
-async def sign_in(request: Request, settings: SettingsDep) -> Response:
+async def sign_in(request: Request, settings: SettingsDep, sessions: SessionsDep) -> Response:
     """Send a one-time sign-in link to an e-mail address."""
     form = await request.form(**FORM_LIMITS)
     check_csrf(request, form)
@@ -227,7 +230,7 @@ async def sign_in(request: Request, settings: SettingsDep) -> Response:
     client = anonymous_id(secret(request), request.client.host if request.client else "unknown")
 
     def create() -> str:
-        with request.app.state.sessionmaker.begin() as session:
+        with sessions.begin() as session:
             # Counted first (each an atomic write), so on SQLite the transaction holds the write
             # lock before it reads; a refusal rolls every count back: nothing is sent, nothing counted.
             limit_sign_in_mail(session, settings, client=client, now=now)
@@ -265,7 +268,7 @@ def sign_in_link(request: Request, token: str) -> Response:
 
 
 @router.post("/account/session", name="sign_in_confirm")
-async def sign_in_confirm(request: Request, settings: SettingsDep) -> Response:
+async def sign_in_confirm(request: Request, settings: SettingsDep, sessions: SessionsDep) -> Response:
     """Spend the link: verify the address, create the account if needed, start a session."""
     form = await request.form(**FORM_LIMITS)
     check_csrf(request, form)
@@ -273,7 +276,7 @@ async def sign_in_confirm(request: Request, settings: SettingsDep) -> Response:
     now = clock(request)
 
     def use() -> str | None:
-        with request.app.state.sessionmaker.begin() as session:
+        with sessions.begin() as session:
             account = store.use_login_token(session, token, now=now)
             if account is None:
                 return None
@@ -297,7 +300,7 @@ async def sign_in_confirm(request: Request, settings: SettingsDep) -> Response:
 
 
 @router.post("/account/sign-out", name="sign_out")
-async def sign_out(request: Request) -> Response:
+async def sign_out(request: Request, sessions: SessionsDep) -> Response:
     """End this browser's session."""
     form = await request.form(**FORM_LIMITS)
     check_csrf(request, form)
@@ -305,7 +308,7 @@ async def sign_out(request: Request) -> Response:
     if token:
 
         def end() -> None:
-            with request.app.state.sessionmaker.begin() as session:
+            with sessions.begin() as session:
                 store.end_session(session, token)
 
         await run_in_threadpool(end)
@@ -314,8 +317,8 @@ async def sign_out(request: Request) -> Response:
     return response
 
 
-async def _require_account(request: Request) -> Account:
-    found = await run_in_threadpool(_signed_in, request)
+async def _require_account(request: Request, sessions: Sessions) -> Account:
+    found = await run_in_threadpool(_signed_in, request, sessions)
     if found is None:
         raise SignInFirst()
     return found[1]
@@ -333,32 +336,32 @@ class SignInFirst(TraceloreError):
 
 
 @router.post("/account/keys", name="create_key")
-async def create_key(request: Request) -> Response:
+async def create_key(request: Request, sessions: SessionsDep) -> Response:
     """Create an API key; the page shows it this once."""
     form = await request.form(**FORM_LIMITS)
     check_csrf(request, form)
-    account = await _require_account(request)
+    account = await _require_account(request, sessions)
     name = str(form.get("name") or "").strip()
     if len(name) > 100:
         raise BadInput("a key name is at most 100 characters")
 
     def create() -> str:
-        with request.app.state.sessionmaker.begin() as session:
+        with sessions.begin() as session:
             return store.create_api_key(session, account.id, name=name or "CI", now=clock(request))[1]
 
     key = await run_in_threadpool(create)
-    return await run_in_threadpool(lambda: _account(request, account, new_key=key, status=201))
+    return await run_in_threadpool(lambda: _account(request, sessions, account, new_key=key, status=201))
 
 
 @router.post("/account/keys/{key_id}/revoke", name="revoke_key")
-async def revoke_key(request: Request, key_id: str) -> Response:
+async def revoke_key(request: Request, key_id: str, sessions: SessionsDep) -> Response:
     """Revoke one of the account's keys."""
     form = await request.form(**FORM_LIMITS)
     check_csrf(request, form)
-    account = await _require_account(request)
+    account = await _require_account(request, sessions)
 
     def revoke() -> bool:
-        with request.app.state.sessionmaker.begin() as session:
+        with sessions.begin() as session:
             return store.revoke_api_key(session, key_id[:64], now=clock(request), account_id=account.id) is not None
 
     if not await run_in_threadpool(revoke):

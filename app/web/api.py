@@ -6,24 +6,25 @@ import hmac
 import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
-from fastapi import APIRouter, Query, Request, Response
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import text
 from starlette.datastructures import URLPath
 
 from app.config import Settings
-from app.core.models import entry_path
+from app.core.models import Window, entry_path
 from app.core.signature import Signature
+from app.core.stored import StoredDiagnosis
 from app.errors import Forbidden, NotFound, NotReady, Unauthorized
-from app.store.diagnoses import Record, Window, get_diagnosis, get_log, save_diagnosis
+from app.quota.tiers import Usage
+from app.store.diagnoses import get_diagnosis, get_log, save_diagnosis
 from app.web import quota
-from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, Subject, SubjectDep
+from app.web.deps import LibraryDep, MetricsDep, SessionDep, Sessions, SessionsDep, SettingsDep, Subject, SubjectDep
 from app.web.problems import PROBLEM_JSON
-from app.web.schemas import DiagnosisRecord, SignatureEntry, SignatureSummary, Status
-from app.web.service import Analysis, run_analysis
+from app.web.schemas import SignatureEntry, SignatureSummary, Status
+from app.web.service import run_keep
 from app.web.upload import read_upload
 
 router = APIRouter()
@@ -75,21 +76,22 @@ def not_before(settings: Settings) -> datetime | None:
     return datetime.now(UTC) - timedelta(days=settings.retention_days)
 
 
-_ID = "{diagnosis_id}"
+DIAGNOSIS_ID = "{diagnosis_id}"
+DIAGNOSIS_ROUTES = ("read_diagnosis", "diagnosis_page")  # the routes diagnosis_url serves
 
 
 def diagnosis_url(request: Request, route: str, diagnosis_id: str) -> str:
-    """`request.url_for(route, diagnosis_id=...)` with the route's path looked up once per process.
+    """`request.url_for(route, diagnosis_id=...)` from the route's path, looked up once by create_app.
 
     url_for tries every route of the app in turn; the path of a diagnosis route never changes.
     """
-    paths: dict[str, str] | None = getattr(request.app.state, "diagnosis_paths", None)
-    if paths is None:
-        paths = request.app.state.diagnosis_paths = {}
-    path = paths.get(route)
-    if path is None:
-        path = paths[route] = str(request.app.url_path_for(route, diagnosis_id=_ID))
-    return str(URLPath(path.replace(_ID, diagnosis_id)).make_absolute_url(request.base_url))
+    path: str = request.app.state.diagnosis_paths[route]
+    return str(URLPath(path.replace(DIAGNOSIS_ID, diagnosis_id)).make_absolute_url(request.base_url))
+
+
+def diagnosis_paths(app: FastAPI) -> dict[str, str]:
+    """The path of each route that takes a diagnosis id, with `{diagnosis_id}` in its place."""
+    return {route: str(app.url_path_for(route, diagnosis_id=DIAGNOSIS_ID)) for route in DIAGNOSIS_ROUTES}
 
 
 def page_url(request: Request, settings: Settings, diagnosis_id: str) -> str:
@@ -99,16 +101,16 @@ def page_url(request: Request, settings: Settings, diagnosis_id: str) -> str:
     return diagnosis_url(request, "diagnosis_page", diagnosis_id)
 
 
-def to_record(request: Request, settings: Settings, record: Record) -> DiagnosisRecord:
-    """The API shape of a stored diagnosis."""
-    return DiagnosisRecord.model_validate(
-        {
-            **record.diagnosis.model_dump(),
-            "id": record.id,
-            "url": page_url(request, settings, record.id),
-            "created_at": record.created_at,
-        }
-    )
+def with_url(request: Request, settings: Settings, record: StoredDiagnosis) -> StoredDiagnosis:
+    """A stored diagnosis with the address of its page."""
+    return record.model_copy(update={"url": page_url(request, settings, record.id)}) if record.id else record
+
+
+class Diagnosed(NamedTuple):
+    """A request's log, diagnosed, kept (stored, unless the caller said not to) and counted."""
+
+    record: StoredDiagnosis
+    usage: Usage  # where the caller stands, this diagnosis counted
 
 
 async def diagnose_request(
@@ -117,17 +119,32 @@ async def diagnose_request(
     settings: Settings,
     library: LibraryDep,
     metrics: MetricsDep,
+    sessions: Sessions,
     top: int | None,
     subject: Subject,
-) -> tuple[Analysis, bool]:
-    """Read, bound, count and diagnose the log in a request; return it and whether to store it."""
+    store: bool | None = None,
+    body_may_refuse: bool = True,
+) -> Diagnosed:
+    """Read, bound, diagnose, store and count the log in a request.
+
+    It is stored unless `store` is false, or the body says `store: false` and `body_may_refuse`.
+
+    The row and the count are written in the worker thread that diagnosed, right after it: one
+    hop off the event loop for the whole walk once the log is read.
+    """
     gate = request.app.state.gate
     gate.check()  # refuse before reading a body we could not serve
-    tier = await quota.admit(request, subject)  # a spent allowance is refused before the body is read
-    upload = await read_upload(request, limit=tier.max_log_bytes)
-    quota.read(request)
+    admitted = await quota.admit(request, sessions, subject)  # a spent allowance is refused before the body is read
+    upload = await read_upload(request, limit=admitted.tier.max_log_bytes)
+    keeping = store is not False and not (body_may_refuse and upload.store is False)
+
+    def count(kept: StoredDiagnosis) -> Diagnosed:
+        if keeping:
+            return Diagnosed(*save_committed(request, sessions, kept, subject))
+        return Diagnosed(kept, quota.count_alone(request, sessions, subject))
+
     try:
-        analysis = await run_analysis(
+        return await run_keep(
             gate,
             upload.files,
             library,
@@ -137,54 +154,38 @@ async def diagnose_request(
             metrics=metrics,
             excerpt=upload.excerpt,
             redactor=request.app.state.redactor,
+            scan_threads=request.app.state.threads.scan,
+            then=count,
         )
     except BaseException as exc:
-        raise quota.uncounted(request, exc) from None
+        raise quota.uncounted(request, exc, admitted) from None
     finally:
         upload.close()
-    return analysis, upload.store is not False
 
 
-def save_committed(request: Request, analysis: Analysis, subject: Subject) -> Record:
+def save_committed(
+    request: Request, sessions: Sessions, kept: StoredDiagnosis, subject: Subject
+) -> tuple[StoredDiagnosis, Usage]:
     """Count and save a diagnosis in one short transaction, committed before this returns (blocking).
 
     The count and the row commit together: a process killed at any moment leaves no diagnosis
     counted that was not stored. Nothing else runs between the first write and the COMMIT, so
     the database's write lock is held for two statements (SQLite has one for the whole file).
     """
-    with request.app.state.sessionmaker.begin() as session:
-        record = save_diagnosis(
-            session,
-            diagnosis=analysis.diagnosis,
-            windows=analysis.windows,
-            subject=subject.id,
-            tier=subject.tier,
-            input_bytes=analysis.input_bytes,
-            input_sha256=analysis.input_sha256,
-            created_at=datetime.now(UTC),
-            log_gz=analysis.log_gz,
-        )
+    with sessions.begin() as session:
+        record = save_diagnosis(session, kept, subject=subject.id, tier=subject.tier, created_at=datetime.now(UTC))
         # Counted last: on PostgreSQL the subject's counter row stays locked until the commit.
         usage = quota.count(session, request, subject)
-    quota.counted(request, usage)
-    return record
-
-
-async def store_analysis(request: Request, analysis: Analysis, subject: Subject) -> Record:
-    """Count, save and commit a diagnosis off the event loop; the row is there once this returns."""
-    try:
-        return await run_in_threadpool(save_committed, request, analysis, subject)
-    except Exception as exc:
-        raise quota.uncounted(request, exc) from exc
+    return record, usage
 
 
 @router.post(
     "/diagnoses",
     status_code=201,
-    response_model=DiagnosisRecord,
+    response_model=StoredDiagnosis,
     openapi_extra=_UPLOAD_BODY,
     responses={
-        200: {"description": "Diagnosed, not stored (`store=false`)", "model": DiagnosisRecord},
+        200: {"description": "Diagnosed, not stored (`store=false`)", "model": StoredDiagnosis},
         400: _PROBLEM,
         401: _PROBLEM,
         413: _PROBLEM,
@@ -196,40 +197,55 @@ async def store_analysis(request: Request, analysis: Analysis, subject: Subject)
 )
 async def create_diagnosis(
     request: Request,
-    response: Response,
     settings: SettingsDep,
     library: LibraryDep,
     metrics: MetricsDep,
+    sessions: SessionsDep,
     subject: SubjectDep,
     store: Annotated[bool | None, Query(description="keep a permalink (default true)")] = None,
     top: Annotated[int | None, Query(ge=1, le=100, description="at most this many candidates")] = None,
-) -> DiagnosisRecord:
+) -> Response:
     """Diagnose a log; with `store` (the default) keep it and return its permalink."""
-    analysis, body_store = await diagnose_request(
-        request, settings=settings, library=library, metrics=metrics, top=top, subject=subject
+    record, usage = await diagnose_request(
+        request,
+        settings=settings,
+        library=library,
+        metrics=metrics,
+        sessions=sessions,
+        top=top,
+        subject=subject,
+        store=store,
     )
-    if store is False or not body_store:
-        await quota.count_alone(request, subject)
-        response.status_code = 200
-        return DiagnosisRecord.model_validate(analysis.diagnosis.model_dump())
-    record = await store_analysis(request, analysis, subject)
-    response.headers["Location"] = diagnosis_url(request, "read_diagnosis", record.id)
+    if record.id is None:  # not stored
+        return diagnosis_json(record, headers=usage.headers())
+    headers = {"Location": diagnosis_url(request, "read_diagnosis", record.id), **usage.headers()}
     if record.delete_token:  # shown once; only its hash is stored
-        response.headers["X-Delete-Token"] = record.delete_token
-    return to_record(request, settings, record)
+        headers["X-Delete-Token"] = record.delete_token
+    return diagnosis_json(with_url(request, settings, record), status_code=201, headers=headers)
 
 
-def _load(session: SessionDep, settings: Settings, diagnosis_id: str) -> Record:
+def diagnosis_json(
+    record: StoredDiagnosis, *, status_code: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    """A diagnosis as the API's JSON, serialised once by pydantic (the route's response_model documents it).
+
+    Returned as it is, it skips FastAPI's validation of the model against itself and its
+    dict-then-json.dumps encoding: a diagnosis is a large tree, and that was a third of a request.
+    """
+    return Response(record.model_dump_json(), status_code=status_code, media_type="application/json", headers=headers)
+
+
+def _load(session: SessionDep, settings: Settings, diagnosis_id: str) -> StoredDiagnosis:
     record = get_diagnosis(session, diagnosis_id, not_before=not_before(settings)) if len(diagnosis_id) <= 64 else None
     if record is None:
         raise NotFound(f"no diagnosis {diagnosis_id!r}: the id is wrong or the diagnosis has expired")
     return record
 
 
-@router.get("/diagnoses/{diagnosis_id}", response_model=DiagnosisRecord, responses={404: _PROBLEM})
-def read_diagnosis(diagnosis_id: str, request: Request, settings: SettingsDep, session: SessionDep) -> DiagnosisRecord:
+@router.get("/diagnoses/{diagnosis_id}", response_model=StoredDiagnosis, responses={404: _PROBLEM})
+def read_diagnosis(diagnosis_id: str, request: Request, settings: SettingsDep, session: SessionDep) -> Response:
     """A stored diagnosis."""
-    return to_record(request, settings, _load(session, settings, diagnosis_id))
+    return diagnosis_json(with_url(request, settings, _load(session, settings, diagnosis_id)))
 
 
 @router.get("/diagnoses/{diagnosis_id}/windows", response_model=list[Window], responses={404: _PROBLEM})

@@ -18,9 +18,10 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from app import __version__
-from app.config import Settings
+from app.config import Settings, thread_policy
 from app.core.library import Library, load_library
 from app.core.redact import Redactor
+from app.quota.tiers import tier_table
 from app.retention import purge_logged
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
@@ -98,7 +99,10 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.sessionmaker = make_sessionmaker(app.state.engine)
     app.state.library = library or load_library(settings.signatures_dir, cache=settings.cache_dir)
     app.state.metrics = Metrics()
-    app.state.gate = Gate(settings.max_in_flight, settings.retry_after, wait=settings.queue_seconds)
+    app.state.threads = thread_policy(settings)
+    app.state.gate = Gate(
+        settings.max_in_flight, settings.retry_after, wait=settings.queue_seconds, threads=app.state.threads.diagnoses
+    )
     app.state.redactor = Redactor(network=settings.redact_network)
     install_access_log_filter(app.state.redactor)
     app.state.templates = make_templates()
@@ -107,6 +111,8 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.clock = utcnow  # tests put another clock here to move between UTC days
     app.state.encyclopedia = encyclopedia.Encyclopedia(app.state.library, app.state.templates.env)
     app.state.seen = {}  # entry statistics, replaced whole by the periodic summary (app.web.learning)
+    app.state.tiers = tier_table(settings)
+    app.state.prefilter = evidence.published_rules(app.state.library, settings)
     install_problem_handlers(app)
     # Before api.router: its /signatures/{signature_id} would take "prefilter.json".
     app.include_router(evidence.router, prefix="/api/v1", tags=["signatures"])
@@ -123,7 +129,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _add_docs(app)
     openapi.install(app)
-    app.add_middleware(quota.QuotaHeadersMiddleware)
+    app.state.diagnosis_paths = api.diagnosis_paths(app)
     app.add_middleware(accounts.CsrfCookieMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)

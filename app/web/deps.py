@@ -11,7 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.core.library import Library
@@ -38,9 +38,18 @@ async def get_metrics(request: Request) -> Metrics:
     return metrics
 
 
-def get_session(request: Request) -> Iterator[Session]:
+Sessions = sessionmaker[Session]
+
+
+async def get_sessions(request: Request) -> Sessions:
+    """The app's session factory, for a route that runs its own short transactions."""
+    sessions: Sessions = request.app.state.sessionmaker
+    return sessions
+
+
+def get_session(sessions: Annotated[Sessions, Depends(get_sessions)]) -> Iterator[Session]:
     """A session whose transaction commits when the route returns and rolls back if it raises."""
-    with request.app.state.sessionmaker.begin() as session:
+    with sessions.begin() as session:
         yield session
 
 
@@ -56,6 +65,7 @@ async def get_subject(request: Request) -> Subject:
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+SessionsDep = Annotated[Sessions, Depends(get_sessions)]
 LibraryDep = Annotated[Library, Depends(get_library)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 # scope="function": the commit happens before the response is sent, so a client that

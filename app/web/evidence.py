@@ -8,13 +8,15 @@ static/excerpt.js applies them and posts the excerpt to `POST /api/v1/diagnoses`
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from app.config import Settings
 from app.core.evidence import SPEC_VERSION, prefilter_spec
-from app.web.deps import LibraryDep, SettingsDep
+from app.core.library import Library
 
 router = APIRouter()
 
@@ -28,16 +30,28 @@ _SPEC_DOC: dict[int | str, dict[str, Any]] = {
 }
 
 
+@dataclass(frozen=True)
+class PublishedRules:
+    """The selection rules as served: their JSON and its entity tag (built once, by create_app)."""
+
+    etag: str
+    body: bytes
+
+
+def published_rules(library: Library, settings: Settings) -> PublishedRules:
+    """The rules for a library and context, as JSON (a few hundred ms: done once per process)."""
+    spec = prefilter_spec(library, context=settings.context_lines)
+    return PublishedRules(
+        etag=f'"{SPEC_VERSION}-{library.version}-{settings.context_lines}"',
+        body=json.dumps(spec, separators=(",", ":")).encode(),
+    )
+
+
 @router.get("/signatures/prefilter.json", responses=_SPEC_DOC, response_class=Response)
-def read_prefilter(request: Request, library: LibraryDep, settings: SettingsDep) -> Response:
+async def read_prefilter(request: Request) -> Response:
     """The rules and patterns a client uses to keep only the evidence of a large log."""
-    etag = f'"{SPEC_VERSION}-{library.version}-{settings.context_lines}"'
-    headers = {"ETag": etag, "Cache-Control": "public, max-age=300"}
-    if request.headers.get("if-none-match") == etag:
+    rules: PublishedRules = request.app.state.prefilter
+    headers = {"ETag": rules.etag, "Cache-Control": "public, max-age=300"}
+    if request.headers.get("if-none-match") == rules.etag:
         return Response(status_code=304, headers=headers)
-    cached: tuple[str, bytes] | None = getattr(request.app.state, "prefilter", None)
-    if cached is None or cached[0] != etag:  # built once per process (a few hundred ms)
-        spec = prefilter_spec(library, context=settings.context_lines)
-        cached = (etag, json.dumps(spec, separators=(",", ":")).encode())
-        request.app.state.prefilter = cached
-    return Response(cached[1], media_type="application/json", headers=headers)
+    return Response(rules.body, media_type="application/json", headers=headers)

@@ -20,6 +20,7 @@ from app.learning import Summary, summarise
 from app.store import accounts as store
 from app.store.learning import EntryStats, all_entry_stats, clusters
 from app.web.accounts import SignInFirst
+from app.web.deps import Sessions, SessionsDep
 from app.web.identity import clock, session_token
 
 log = logging.getLogger("tracelore")
@@ -72,11 +73,11 @@ class _AdminsOnly(TraceloreError):
         super().__init__("this page is for admins: `tracelore admin set-admin EMAIL` grants it to a signed-in account")
 
 
-def _admin_page(request: Request) -> Response:
+def _admin_page(request: Request, sessions: Sessions) -> Response:
     token = session_token(request)
     if not token:
         raise SignInFirst()
-    with request.app.state.sessionmaker.begin() as session:
+    with sessions.begin() as session:
         account = store.session_account(session, token, now=clock(request))
         if account is None:
             raise SignInFirst()
@@ -92,6 +93,6 @@ def _admin_page(request: Request) -> Response:
 
 
 @router.get("/admin/unknowns", name="admin_unknowns", response_class=HTMLResponse, include_in_schema=False)
-async def admin_unknowns(request: Request) -> Response:
+async def admin_unknowns(request: Request, sessions: SessionsDep) -> Response:
     """Unknown-failure clusters, biggest first (signed-in admins only)."""
-    return await run_in_threadpool(_admin_page, request)
+    return await run_in_threadpool(_admin_page, request, sessions)

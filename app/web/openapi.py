@@ -69,7 +69,7 @@ SECURITY_SCHEMES = {
 
 # Two models share the class name `Window`; FastAPI would name them after their modules.
 RENAMES = {
-    "app__store__diagnoses__Window": "Window",
+    "app__core__models__Window": "Window",
     "app__core__signature__Window": "PatternWindow",
 }
 

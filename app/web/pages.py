@@ -12,11 +12,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from app.core.models import Candidate, Diagnosis
+from app.core.models import Candidate, Diagnosis, Window
+from app.core.stored import StoredDiagnosis
 from app.errors import NotFound, TraceloreError
-from app.store.diagnoses import Record, Window, get_diagnosis
-from app.web.api import diagnose_request, diagnosis_url, not_before, store_analysis
-from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
+from app.quota.tiers import Usage
+from app.store.diagnoses import get_diagnosis
+from app.web.api import diagnose_request, diagnosis_url, not_before
+from app.web.deps import LibraryDep, MetricsDep, SessionDep, SessionsDep, SettingsDep, SubjectDep
 from app.web.formback import FormBack, form_back
 from app.web.identity import Subject
 from app.web.quota import quota_upgrade, usage_for_page
@@ -50,9 +52,8 @@ def _sample_text(name: str) -> str:
     return (SAMPLES_DIR / f"{name}.log").read_text(encoding="utf-8")
 
 
-def _log_limit(request: Request, settings: Any) -> int:
+def _log_limit(usage: Usage | None, settings: Any) -> int:
     """The largest log this caller may send: their tier's, once their allowance is known."""
-    usage = getattr(request.state, "quota", None)
     return min(usage.tier.max_log_bytes, settings.max_upload_bytes) if usage else int(settings.max_upload_bytes)
 
 
@@ -67,6 +68,7 @@ def _home(
     status: int = 200,
     headers: dict[str, str] | None = None,
     subject: Subject | None = None,
+    usage: Usage | None = None,
 ) -> Response:
     templates: Jinja2Templates = request.app.state.templates
     return templates.TemplateResponse(
@@ -78,13 +80,13 @@ def _home(
             "error": error,
             "error_title": error_title,
             "back": back,
-            "limit": human_bytes(_log_limit(request, settings)),
+            "limit": human_bytes(_log_limit(usage, settings)),
             "retention_days": settings.retention_days,
             "store_log": settings.store_log,
             "context_lines": settings.context_lines,
-            "quota": getattr(request.state, "quota", None),
+            "quota": usage,
             "signed_in": subject.account if subject else None,
-            "upgrade": quota_upgrade(request),
+            "upgrade": quota_upgrade(request, usage),
         },
         status_code=status,
         headers=headers,
@@ -92,10 +94,12 @@ def _home(
 
 
 @router.get("/", name="home")
-def home(request: Request, settings: SettingsDep, subject: SubjectDep, sample: str | None = None) -> Response:
+def home(
+    request: Request, settings: SettingsDep, sessions: SessionsDep, subject: SubjectDep, sample: str | None = None
+) -> Response:
     """The paste box and file picker; `?sample=NAME` fills the box with a bundled log."""
-    request.state.quota = usage_for_page(request, subject)  # the page says what is left today
-    return _home(request, settings, text=_sample_text(sample) if sample else "", subject=subject)
+    usage = usage_for_page(request, sessions, subject)  # the page says what is left today
+    return _home(request, settings, text=_sample_text(sample) if sample else "", subject=subject, usage=usage)
 
 
 @router.get("/favicon.ico", name="favicon")
@@ -118,21 +122,26 @@ async def diagnose_form(
     settings: SettingsDep,
     library: LibraryDep,
     metrics: MetricsDep,
+    sessions: SessionsDep,
     subject: SubjectDep,
 ) -> Response:
     """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
     try:
-        analysis, _ = await diagnose_request(
-            request, settings=settings, library=library, metrics=metrics, top=None, subject=subject
+        record, usage = await diagnose_request(  # the form always stores: its answer is the permalink
+            request,
+            settings=settings,
+            library=library,
+            metrics=metrics,
+            sessions=sessions,
+            top=None,
+            subject=subject,
+            body_may_refuse=False,
         )
-        record = await store_analysis(request, analysis, subject)  # counted here, with the row
     except TraceloreError as exc:
         if exc.status == 503 or exc.status >= 500:
             raise
         metrics.rejection(exc.type.rsplit("/", 1)[-1])
         back = await form_back(request, cap=PREFILL_LIMIT)  # a refusal never empties the box
-        if getattr(request.state, "quota", None) is None:
-            request.state.quota = await run_in_threadpool(usage_for_page, request, subject)
         return _home(
             request,
             settings,
@@ -142,8 +151,11 @@ async def diagnose_form(
             status=exc.status,
             headers=exc.headers,
             subject=subject,
+            usage=await run_in_threadpool(usage_for_page, request, sessions, subject),
         )
-    response = RedirectResponse(diagnosis_url(request, "diagnosis_page", record.id), status_code=303)
+    response = RedirectResponse(
+        diagnosis_url(request, "diagnosis_page", record.permalink_id), status_code=303, headers=usage.headers()
+    )
     remember_delete_token(response, record, settings, secure=request.url.scheme == "https")
     return response
 
@@ -193,7 +205,7 @@ class Context:
     shown_with: list[Candidate]  # earlier candidates on the page that already show the rest
 
 
-def _contexts(record: Record, order: list[Candidate]) -> dict[int, Context]:
+def _contexts(record: StoredDiagnosis, order: list[Candidate]) -> dict[int, Context]:
     """Each window of log context once on the page, with the first candidate (in page order) it belongs to.
 
     Echoes on many ranks share the lines around them: repeating the same window under each
@@ -237,14 +249,11 @@ def shown_ranks(candidate: Candidate) -> tuple[list[int], list[int]]:
     return shown, sorted(set(candidate.ranks) - set(shown))
 
 
-def page_context(record: Record) -> dict[str, Any]:
+def page_context(record: StoredDiagnosis) -> dict[str, Any]:
     """What diagnosis.html needs, grouped the way a person reads it."""
-    d = record.diagnosis
-    terminal = [c for c in d.candidates if c.episode == "terminal"]
-    main = [c for c in terminal if c.role != "collateral"]
+    d = record
+    main, echoes, earlier = d.groups()
     timeline = _timeline(d)
-    echoes = [c for c in terminal if c.role == "collateral"]
-    earlier = [c for c in d.candidates if c.episode == "earlier"]
     contexts = _contexts(record, [*main, *echoes, *earlier])
     return {
         "record": record,

@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.core.redact import secret_types
+from app.core.stored import StoredDiagnosis
 from app.errors import NotFound, TraceloreError
 from app.retention import purge_logged
-from app.store.diagnoses import Record, delete_diagnosis, may_delete
+from app.store.diagnoses import delete_diagnosis, may_delete
 from app.web.deps import SessionDep, SettingsDep, SubjectDep
 from app.web.problems import PROBLEM_JSON
 
@@ -54,12 +55,12 @@ def delete_cookie_name(diagnosis_id: str) -> str:
     return COOKIE_PREFIX + diagnosis_id
 
 
-def remember_delete_token(response: Response, record: Record, settings: Settings, *, secure: bool) -> None:
+def remember_delete_token(response: Response, record: StoredDiagnosis, settings: Settings, *, secure: bool) -> None:
     """Give the browser that made a diagnosis the token to delete it (HttpOnly, this page only)."""
     if record.delete_token is None:
         return
     response.set_cookie(
-        delete_cookie_name(record.id),
+        delete_cookie_name(record.permalink_id),
         record.delete_token,
         max_age=(settings.retention_days or 365) * 86400,
         path=f"/d/{record.id}",

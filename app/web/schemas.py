@@ -1,22 +1,11 @@
-"""Response shapes of the API that add to the core's `Diagnosis`."""
+"""Response shapes of the API besides a diagnosis (`app.core.stored.StoredDiagnosis`)."""
 
 from __future__ import annotations
-
-from datetime import datetime
 
 from pydantic import BaseModel, Field
 
 from app.core.library import Library
-from app.core.models import Diagnosis
 from app.core.signature import Signature
-
-
-class DiagnosisRecord(Diagnosis):
-    """A Diagnosis with its permalink: the Diagnosis JSON plus `id`, `url` and `created_at`."""
-
-    id: str | None = Field(None, description="permalink id; null when the diagnosis was not stored")
-    url: str | None = Field(None, description="the diagnosis page")
-    created_at: datetime | None = None
 
 
 class SignatureSummary(BaseModel):

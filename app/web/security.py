@@ -12,6 +12,7 @@ import base64
 import hashlib
 import re
 
+from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CSP = (
@@ -21,13 +22,13 @@ CSP = (
 DOCS_PATHS = ("/docs", "/redoc")
 _INLINE_SCRIPT = re.compile(rb"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", re.S)
 
-HEADERS = [
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"same-origin"),  # permalink ids never leak to other sites
-    (b"x-frame-options", b"DENY"),
-    (b"cross-origin-opener-policy", b"same-origin"),
-    (b"permissions-policy", b"camera=(), microphone=(), geolocation=(), interest-cohort=()"),
-]
+HEADERS = {
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",  # permalink ids never leak to other sites
+    "x-frame-options": "DENY",
+    "cross-origin-opener-policy": "same-origin",
+    "permissions-policy": "camera=(), microphone=(), geolocation=(), interest-cohort=()",
+}
 
 
 def docs_csp(body: bytes) -> str:
@@ -59,11 +60,8 @@ class SecurityHeadersMiddleware:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [
-                    *_without_ours(message.get("headers", [])),
-                    *HEADERS,
-                    (b"content-security-policy", CSP.encode()),
-                ]
+                message.setdefault("headers", [])  # optional in ASGI
+                _set_ours(MutableHeaders(scope=message), CSP)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
@@ -79,12 +77,11 @@ class SecurityHeadersMiddleware:
             elif message["type"] == "http.response.body":
                 body += message.get("body", b"")
                 if not message.get("more_body", False) and start is not None:
-                    headers = [
-                        (k, v) for k, v in _without_ours(start.get("headers", [])) if k.lower() != b"content-length"
-                    ]
-                    headers += [*HEADERS, (b"content-security-policy", docs_csp(body).encode())]
-                    headers.append((b"content-length", str(len(body)).encode()))
-                    await send({**start, "headers": headers})
+                    start.setdefault("headers", [])
+                    headers = MutableHeaders(scope=start)
+                    _set_ours(headers, docs_csp(body))
+                    headers["content-length"] = str(len(body))
+                    await send(start)
                     await send({"type": "http.response.body", "body": body})
             else:
                 await send(message)
@@ -92,6 +89,8 @@ class SecurityHeadersMiddleware:
         await self.app(scope, receive, capture)
 
 
-def _without_ours(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    ours = {k for k, _ in HEADERS} | {b"content-security-policy"}
-    return [(k, v) for k, v in headers if k.lower() not in ours]
+def _set_ours(headers: MutableHeaders, csp: str) -> None:
+    """Our headers in place of any a route set under the same names."""
+    for name, value in HEADERS.items():
+        headers[name] = value
+    headers["content-security-policy"] = csp

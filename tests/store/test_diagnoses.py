@@ -11,10 +11,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.diagnose import diagnose
 from app.core.library import Library
+from app.core.models import Window, WindowLine
+from app.core.stored import StoredDiagnosis
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import (
-    Window,
-    WindowLine,
     count_diagnoses,
     get_diagnosis,
     list_made_by,
@@ -36,12 +36,14 @@ def _save(session: Session, library: Library, created_at: datetime) -> str:
     diagnosis = diagnose((SAMPLES / "oom-killed.log").read_bytes(), library)
     record = save_diagnosis(
         session,
-        diagnosis=diagnosis,
-        windows=[Window(file=None, lines=[WindowLine(no=6, text="Out of memory: Killed process 31877 (python)")])],
+        StoredDiagnosis.keeping(
+            diagnosis,
+            windows=[Window(file=None, lines=[WindowLine(no=6, text="Out of memory: Killed process 31877 (python)")])],
+            input_bytes=1544,
+            input_sha256="0" * 64,
+        ),
         subject="anonymous",
         tier="free",
-        input_bytes=1544,
-        input_sha256="0" * 64,
         created_at=created_at,
     )
     return record.id
@@ -89,14 +91,12 @@ def test_the_record_save_returns_is_the_record_read_back(factory: sessionmaker[S
     with factory.begin() as session:
         saved = save_diagnosis(
             session,
-            diagnosis=diagnosis,
-            windows=windows,
+            StoredDiagnosis.keeping(
+                diagnosis, windows=windows, input_bytes=1544, input_sha256="0" * 64, log_gz=b"\x1f\x8b"
+            ),
             subject="anonymous",
             tier="free",
-            input_bytes=1544,
-            input_sha256="0" * 64,
             created_at=datetime.now(UTC),
-            log_gz=b"\x1f\x8b",
         )
     with factory.begin() as session:
         read = get_diagnosis(session, saved.id)
@@ -133,12 +133,11 @@ def test_an_account_lists_what_it_made_newest_first(factory: sessionmaker[Sessio
         for name, log in logs.items():
             ids[name] = save_diagnosis(
                 session,
-                diagnosis=diagnose(log, library),
-                windows=[],
+                StoredDiagnosis.keeping(
+                    diagnose(log, library), windows=[], input_bytes=len(log), input_sha256="0" * 64
+                ),
                 subject="account:a1",
                 tier="verified",
-                input_bytes=len(log),
-                input_sha256="0" * 64,
                 created_at=now - timedelta(days=ages[name]),
             ).id
         _save(session, library, now)  # someone else's

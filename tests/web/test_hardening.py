@@ -13,6 +13,7 @@ import pytest
 
 from app.core.library import Library
 from app.core.models import Diagnosis
+from app.core.stored import StoredDiagnosis
 from app.store.diagnoses import save_diagnosis
 from tests.support import METRICS_AUTH, SAMPLES, LiveServer, live_server, make_settings
 from tests.web.test_api import assert_problem, rejected
@@ -71,12 +72,9 @@ def test_the_page_renders_any_stored_diagnosis(live: LiveServer, client: httpx.C
     with live.app.state.sessionmaker.begin() as session:
         record = save_diagnosis(
             session,
-            diagnosis=diagnosis,
-            windows=[],
+            StoredDiagnosis.keeping(diagnosis, windows=[], input_bytes=10**18, input_sha256="0" * 64),
             subject="test",
             tier="anonymous",
-            input_bytes=10**18,
-            input_sha256="0" * 64,
             created_at=datetime.now(UTC),
         )
     page = client.get(f"/d/{record.id}", headers=HTML)

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from app.core.library import Library
+from app.core.stored import StoredDiagnosis
 from app.retention import purge_once
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import count_diagnoses, save_diagnosis
@@ -154,12 +155,11 @@ def test_expired_diagnoses_are_purged_periodically(sqlite_url: str, tmp_path: Pa
         for age in (0, 3):
             save_diagnosis(
                 session,
-                diagnosis=Diagnosis.model_validate(diagnosis),
-                windows=[],
+                StoredDiagnosis.keeping(
+                    Diagnosis.model_validate(diagnosis), windows=[], input_bytes=1, input_sha256="0" * 64
+                ),
                 subject="anonymous",
                 tier="anonymous",
-                input_bytes=1,
-                input_sha256="0" * 64,
                 created_at=datetime.now(UTC) - timedelta(days=age),
             )
 
@@ -205,14 +205,14 @@ def test_tracelore_purge(sqlite_url: str, tmp_path: Path) -> None:
         for age in (0, 40):
             save_diagnosis(
                 session,
-                diagnosis=Diagnosis(
-                    library_version="x", input=InputInfo(bytes=1, lines=1), candidates=[], unexplained=[]
+                StoredDiagnosis.keeping(
+                    Diagnosis(library_version="x", input=InputInfo(bytes=1, lines=1), candidates=[], unexplained=[]),
+                    windows=[],
+                    input_bytes=1,
+                    input_sha256="0" * 64,
                 ),
-                windows=[],
                 subject="anonymous",
                 tier="anonymous",
-                input_bytes=1,
-                input_sha256="0" * 64,
                 created_at=datetime.now(UTC) - timedelta(days=age),
             )
     env = {"TRACELORE_DATABASE_URL": sqlite_url, "TRACELORE_DATA_DIR": str(tmp_path)}

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 from app.cli import main
 from app.core.diagnose import diagnose
 from app.core.library import Library
+from app.core.models import Diagnosis
 from app.remote import padded_log, retry_after_seconds
 from tests.support import SAMPLES, LiveServer, live_server, make_settings
 
@@ -34,6 +36,16 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _requests(metrics: Any) -> dict[tuple[str, str, str], float]:
+    """The server's response counts by (method, route, status), read from its prometheus counter."""
+    return {
+        (s.labels["method"], s.labels["route"], s.labels["status"]): s.value
+        for family in metrics.requests.collect()
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+
+
 def test_remote_sends_the_evidence_and_prints_the_permalink(
     live: LiveServer, signatures_dir: Path, library: Library, big_log: Path
 ) -> None:
@@ -43,8 +55,11 @@ def test_remote_sends_the_evidence_and_prints_the_permalink(
     assert code == 1, err
     record = json.loads(out)
     assert "Sending the evidence of" in err and "of 30,053 lines" in err
-    assert f"Full diagnosis: {record['url']}" in err
-    assert record["url"].endswith(f"/d/{record['id']}")
+    # The same Diagnosis JSON as a local run prints; the permalink is said on standard error.
+    assert not {"id", "url", "created_at"} & set(record)
+    assert Diagnosis.model_validate(record).model_dump(mode="json") == record
+    (permalink,) = [line.removeprefix("Full diagnosis: ") for line in err.splitlines() if "Full diagnosis: " in line]
+    assert permalink.startswith(f"{live.url}/d/")
     # The server got an excerpt, far smaller than the log, and found what a local run finds, at the same lines.
     assert record["input"]["excerpt"]["bytes"] < big_log.stat().st_size // 10
     assert (record["input"]["bytes"], record["input"]["lines"]) == (big_log.stat().st_size, 30_053)
@@ -55,10 +70,10 @@ def test_remote_sends_the_evidence_and_prints_the_permalink(
     assert record["candidates"][0]["id"] == "cuda.oom" and record["candidates"][0]["line"] == 30_020
     assert record["candidates"][0]["file"] == "train.log"
     with live.client() as client:
-        stored = client.get(f"/api/v1/diagnoses/{record['id']}").json()
-    assert stored["candidates"][0]["id"] == "cuda.oom"
+        stored = client.get(f"/api/v1/diagnoses/{permalink.rsplit('/', 1)[-1]}").json()
+    assert stored["candidates"][0]["id"] == "cuda.oom" and stored["url"] == permalink
     # The rules came from the server: the one definition it publishes for its library.
-    fetched = [k for k in live.app.state.metrics.requests if k[0] == "GET" and "prefilter" in k[1]]
+    fetched = [k for k in _requests(live.app.state.metrics) if k[0] == "GET" and "prefilter" in k[1]]
     assert fetched and all(status == "200" for _, _, status in fetched)
 
 
@@ -157,7 +172,7 @@ def test_busy_server_is_waited_out_as_retry_after_asks(
     saved = gate.busy
 
     def refused() -> int:
-        return sum(n for (method, _, status), n in metrics.requests.items() if method == "POST" and status == "503")
+        return sum(n for (method, _, status), n in _requests(metrics).items() if method == "POST" and status == "503")
 
     before = refused()
     done = threading.Event()

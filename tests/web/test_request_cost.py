@@ -50,13 +50,13 @@ def test_a_stored_diagnosis_is_one_transaction_for_the_row_and_the_count(
     from app.web import api
 
     client, seen = events
-    to_record = api.to_record
+    with_url = api.with_url
 
     def answer(*args: Any, **kwargs: Any) -> Any:
         seen.append((0, threading.get_ident(), "ANSWER"))
-        return to_record(*args, **kwargs)
+        return with_url(*args, **kwargs)
 
-    monkeypatch.setattr(api, "to_record", answer)
+    monkeypatch.setattr(api, "with_url", answer)
     made = client.post("/api/v1/diagnoses", content=OOM)
     assert made.status_code == 201
     writes = [sql for _, _, sql in seen if sql.startswith(("INSERT", "UPDATE", "DELETE"))]
@@ -104,19 +104,19 @@ def test_the_gate_runs_at_most_one_diagnosis_per_thread_and_queues_the_rest(
 ) -> None:
     settings = make_settings(sqlite_url, tmp_path, max_in_flight=4)
     running, peak, lock = [0], [0], threading.Lock()
-    analyse = service.analyse
+    keep = service.keep
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
         try:
-            return analyse(*args, **kwargs)
+            return keep(*args, **kwargs)
         finally:
             with lock:
                 running[0] -= 1
 
-    monkeypatch.setattr(service, "analyse", counted)
+    monkeypatch.setattr(service, "keep", counted)
     with live_server(settings, library) as server:
         server.app.state.gate = Gate(4, 5, threads=1)
         results: list[int] = []
