@@ -173,7 +173,11 @@ class Follower:
         del self._open[path]
         if st is None or (st.st_dev, st.st_ino) != followed.ident:
             with contextlib.suppress(OSError):
-                self._rotated_away[followed.ident] = os.fstat(followed.stream.fileno()).st_mtime_ns
+                mtime = os.fstat(followed.stream.fileno()).st_mtime_ns
+                # Last in line to be forgotten: an inode handed back by the file system (a new file
+                # after the oldest part was deleted) keeps its first place in the dict unless moved.
+                self._rotated_away.pop(followed.ident, None)
+                self._rotated_away[followed.ident] = mtime
             while len(self._rotated_away) > REMEMBER_ROTATED:  # the oldest are long gone
                 del self._rotated_away[next(iter(self._rotated_away))]
         followed.stream.close()
@@ -205,11 +209,12 @@ def _shown(path: Path) -> str:
 def _find_inode(folder: Path, ident: tuple[int, int]) -> Path | None:
     """Where a rotated file went, if it stayed in its folder."""
     try:
-        for entry in os.scandir(folder):
-            with contextlib.suppress(OSError):
-                st = entry.stat(follow_symlinks=False)
-                if (st.st_dev, st.st_ino) == ident:
-                    return Path(entry.path)
+        with os.scandir(folder) as entries:  # closed on the early return too
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if (st.st_dev, st.st_ino) == ident:
+                        return Path(entry.path)
     except OSError:
         return None
     return None

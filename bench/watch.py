@@ -12,10 +12,13 @@ Then the files stay quiet for --idle seconds (CPU measured after the first 2).
 
 Every second the watch's resident memory (VmRSS) and CPU time are sampled from /proc. It
 prints a row per minute, then: memory after the first minute, at its highest later, and
-across the second half of the run (once the scans' caps are full it stops growing), CPU
-while writing and while idle, and how long after the OOM line was written the report naming
-it came out. --check exits 1 when memory grew by more than --max-growth MB after the first
-minute, idle CPU is above 2 %, or the report took more than 2 s.
+across the second half of the run, with its slope there (a least-squares line through the
+samples: the scans' caps are full by then, 4 rotations of every file at the defaults, so a
+slope is a leak, not a cap filling), CPU while writing and while idle, and how long after
+the OOM line was written the report naming it came out. --check exits 1 when memory grew by
+more than --max-growth MB after the first minute, the second half's slope is above
+--max-slope MB a minute, idle CPU is above 2 %, or the report took more than 2 s.
+--tracelore measures another build's command (e.g. a checkout of an earlier commit).
 """
 
 from __future__ import annotations
@@ -62,12 +65,18 @@ def main() -> None:
     parser.add_argument(
         "--max-growth", type=float, default=32, help="MB of growth after the first minute --check allows"
     )
+    parser.add_argument(
+        "--max-slope", type=float, default=0.25, help="MB a minute of RSS growth in the second half --check allows"
+    )
+    parser.add_argument(
+        "--tracelore", default=None, help="the command to measure (default: the one beside this Python)"
+    )
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="tracelore-watch-bench-"))
     out = folder.parent / f"{folder.name}.jsonl"
-    tracelore = str(Path(sys.executable).with_name("tracelore"))
+    tracelore = args.tracelore or str(Path(sys.executable).with_name("tracelore"))
     with out.open("wb") as sink:
         proc = subprocess.Popen(
             [tracelore, "watch", str(folder), "--format", "json"], stdout=sink, stderr=subprocess.DEVNULL
@@ -86,6 +95,8 @@ def main() -> None:
         out.unlink()
     ok = (
         result["growth"] <= args.max_growth
+        and result["slope"] is not None
+        and result["slope"] <= args.max_slope
         and result["idle_cpu"] <= 2.0
         and result["latency"] is not None
         and result["latency"] <= 2.0
@@ -168,12 +179,35 @@ def run(args: argparse.Namespace, folder: Path, out: Path, pid: int) -> dict[str
     )
     # Once the scans' caps are full (hits kept per pattern, rotated parts kept per file), memory
     # stops growing: the second half of the run shows it.
-    half = [s[1] for s in samples if duration / 2 <= s[0] <= duration]
-    if half:
-        print(f"RSS in the second half of the run: {min(half):.1f} to {max(half):.1f} MB")
+    half = [(s[0], s[1]) for s in samples if duration / 2 <= s[0] <= duration]
+    slope = rss_slope(half)
+    if half and slope is not None:
+        rss = [m for _, m in half]
+        print(
+            f"RSS in the second half of the run: {min(rss):.1f} to {max(rss):.1f} MB, "
+            f"slope {slope:+.3f} MB/min over {len(half)} samples"
+        )
     print(f"CPU: {writing_cpu:.1f} % of a core while writing at {args.rate / 1e6:.1f} MB/s, {idle_cpu:.2f} % idle")
     print(f"report naming cuda.oom: {'never' if latency is None else f'{latency:.2f} s'} after its line was written")
-    return {"growth": max(after_first) - first_minute, "idle_cpu": idle_cpu, "latency": latency}
+    return {"growth": max(after_first) - first_minute, "slope": slope, "idle_cpu": idle_cpu, "latency": latency}
+
+
+def rss_slope(samples: list[tuple[float, float]]) -> float | None:
+    """MB a minute: the least-squares slope of (seconds, MB) samples."""
+    slope = least_squares(samples)
+    return None if slope is None else 60 * slope
+
+
+def least_squares(points: list[tuple[float, float]]) -> float | None:
+    """The slope of the least-squares line through (x, y) points; None with fewer than 2 x values."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    cov = sum((x - mean_x) * (y - mean_y) for x, y in points)
+    var = sum((x - mean_x) ** 2 for x, _ in points)
+    return cov / var
 
 
 def cpu_pct(samples: list[tuple[float, float, float, int]]) -> float:

@@ -27,6 +27,7 @@ from app.core.live import LiveJob
 from app.core.models import Diagnosis
 from app.core.reader import BLOCK
 from app.core.render import render_text
+from app.heap import fix_mmap_threshold
 from app.watch import Follower, Waiter
 
 # Diagnose at most this often while lines pour in: ranking a job of many files costs tens of
@@ -306,6 +307,7 @@ def watch_command(
     """
     from app.cli.context import library as _library
 
+    fix_mmap_threshold()  # before the first block is read: see app/heap.py
     if "-" in paths and len(paths) > 1:
         raise click.UsageError("standard input (-) is watched alone: pass either - or paths")
     follower_files, follower_dirs = [], []
@@ -486,4 +488,5 @@ def lsp_command(base_url: str | None, signatures: Path | None) -> None:
             err=True,
         )
         sys.exit(2)
+    fix_mmap_threshold()  # documents are fed for as long as the editor runs: see app/heap.py
     make_server(_library(signatures), base_url=base_url or "").start_io()

@@ -1,0 +1,134 @@
+"""Memory of `tracelore lsp` while an open log keeps growing (an editor following a running job).
+
+    python bench/lsp.py [--minutes 4] [--block 16K] [--every 0.25] [--tracelore CMD]
+
+A client (this process) starts `tracelore lsp`, opens an empty log and appends --block bytes
+of generated training-log noise (bench/loggen.py) every --every seconds as incremental
+changes, as an editor does when it reloads a growing file; the server scans each appended
+block and publishes its diagnostics. Every second the server's resident memory (VmRSS) is
+sampled from /proc. The document itself grows in the server (the editor's text is held
+there), and so does what each change costs: pygls applies a change to a tuple of all the
+document's lines, built anew each time. So there is no flat line to hold the server to; it
+prints, over the second half of the run, the least-squares slope of RSS minus the text's size
+(MB a minute) and of RSS against the text's size (MB per MB appended), to compare builds
+(--tracelore measures another build's command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.loggen import _noise, parse_size  # noqa: E402
+from bench.watch import least_squares, rss_mb, rss_slope  # noqa: E402
+
+URI = "file:///bench/rank0.log"
+
+
+def send(pipe: IO[bytes], message: dict[str, Any]) -> None:
+    body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+    pipe.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    pipe.flush()
+
+
+def drain(pipe: IO[bytes], answered: threading.Event) -> None:
+    """Read the server's messages (diagnostics, the initialize answer) so it never blocks on a full pipe."""
+    while True:
+        header = b""
+        while not header.endswith(b"\r\n\r\n"):
+            byte = pipe.read(1)
+            if not byte:
+                return
+            header += byte
+        length = int(header.split(b"Content-Length:")[1].split(b"\r\n")[0])
+        message = json.loads(pipe.read(length))
+        if message.get("id") == 1:
+            answered.set()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=4)
+    parser.add_argument("--block", type=parse_size, default=parse_size("16K"), help="bytes appended per change")
+    parser.add_argument("--every", type=float, default=0.25, help="seconds between changes")
+    parser.add_argument(
+        "--tracelore", default=None, help="the command to measure (default: the one beside this Python)"
+    )
+    args = parser.parse_args()
+
+    tracelore = args.tracelore or str(Path(sys.executable).with_name("tracelore"))
+    proc = subprocess.Popen([tracelore, "lsp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    answered = threading.Event()
+    threading.Thread(target=drain, args=(proc.stdout, answered), daemon=True).start()
+    send(
+        proc.stdin,
+        {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}},
+    )
+    if not answered.wait(120):
+        sys.exit("the server did not answer initialize")
+    send(proc.stdin, {"method": "initialized", "params": {}})
+    doc = {"uri": URI, "languageId": "log", "version": 1, "text": ""}
+    send(proc.stdin, {"method": "textDocument/didOpen", "params": {"textDocument": doc}})
+
+    rng, step, lines, chars, version = random.Random(7), 0, 0, 0, 1
+    samples: list[tuple[float, float, float]] = []  # (elapsed, RSS MB, text MB)
+    started = next_sample = time.monotonic()
+    duration = args.minutes * 60
+    print(f"{'min':>5} {'text MB':>8} {'RSS MB':>7} {'beyond MB':>9}")
+    last_row = -60.0
+    try:
+        while (now := time.monotonic()) < started + duration:
+            pieces: list[str] = []
+            size = 0
+            while size < args.block:
+                for piece in _noise(rng, 4, step):
+                    text = piece.decode("utf-8", errors="replace")  # an editor holds text
+                    pieces.append(text)
+                    size += len(text)
+                step += 1
+            block = "".join(pieces)
+            version += 1
+            at = {"line": lines, "character": 0}
+            change = {"range": {"start": at, "end": at}, "text": block}
+            params = {"textDocument": {"uri": URI, "version": version}, "contentChanges": [change]}
+            send(proc.stdin, {"method": "textDocument/didChange", "params": params})
+            lines += block.count("\n")
+            chars += len(block)
+            if now >= next_sample:
+                rss = rss_mb(proc.pid)
+                samples.append((now - started, rss, chars / 2**20))
+                next_sample += 1.0
+                if now - started - last_row >= 60:
+                    last_row = now - started
+                    print(f"{last_row / 60:5.1f} {chars / 1e6:8.1f} {rss:7.1f} {rss - chars / 2**20:9.1f}", flush=True)
+            time.sleep(max(0.0, args.every - (time.monotonic() - now)))
+    finally:
+        proc.stdin.close()
+        proc.terminate()
+        proc.wait(60)
+    half = [s for s in samples if s[0] >= duration / 2]
+    beyond = [(t, rss - text) for t, rss, text in half]
+    slope = rss_slope(beyond)
+    per_text = least_squares([(text, rss) for _, rss, text in half])  # MB of RSS per MB of text
+    print()
+    print(f"text: {chars / 1e6:.1f} MB in {version - 1} changes over {args.minutes:.1f} min")
+    print(
+        f"second half: RSS beyond the text {min(m for _, m in beyond):.1f} to {max(m for _, m in beyond):.1f} MB, "
+        f"slope {'n/a' if slope is None else f'{slope:+.3f}'} MB/min; "
+        f"RSS {'n/a' if per_text is None else f'{per_text:.2f}'} MB per MB of text ({len(half)} samples)"
+    )
+
+
+if __name__ == "__main__":
+    main()
