@@ -2,7 +2,7 @@
 
 A case is a directory: the log (`log.txt`, or one `*.log` file per rank, read as one
 job) and `case.yaml` (where the log comes from, the failure that started the run,
-its echoes, and why). Scoring lives in `app.core.scoring`; this module only does I/O.
+its echoes, and why). Scoring lives in `app.core.knowledge.scoring`; this module only does I/O.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from app.core.redact import DEFAULT, Redactor
+from app.core.redaction.redactor import DEFAULT, Redactor
 from app.errors import TraceloreError
 
 CASE_FILE = "case.yaml"

@@ -14,12 +14,12 @@ from typing import Any
 
 import yaml
 
-from app.core.diagnose import diagnose_many
-from app.core.library import Library
-from app.core.lint import load_taxonomy
-from app.core.prefixes import parse_prefixes
-from app.core.reader import strip_ansi
-from app.core.scoring import FIGURES, Outcome, Report, score
+from app.core.engine.diagnose import diagnose_many
+from app.core.engine.prefixes import parse_prefixes
+from app.core.engine.reader import strip_ansi
+from app.core.knowledge.lint import load_taxonomy
+from app.core.knowledge.loading import Library
+from app.core.knowledge.scoring import FIGURES, Outcome, Report, score
 from app.corpus import Case, CorpusError
 from app.errors import TraceloreError
 

@@ -9,8 +9,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.library import Library
-from app.core.unknowns import recognised_by
+from app.core.knowledge.loading import Library
+from app.core.knowledge.unknowns import recognised_by
 from app.store.learning import cluster_lines, clusters, compute_entry_stats, mark_resolved
 
 

@@ -1,6 +1,6 @@
 """`tracelore lsp`: a language server (pygls, over stdio) for log files.
 
-Each open log is scanned as it is typed or appended to (`app.core.live`): a change below
+Each open log is scanned as it is typed or appended to (`app.core.engine.live`): a change below
 the scanned lines feeds only the new lines; an edit among them scans again from the last
 checkpoint above it (a copy of the scan kept every 256 K characters).
 An open document is a job of its own until `tracelore.diagnoseJob` groups documents (one
@@ -24,8 +24,8 @@ from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 
 from app import __version__
-from app.core.library import Library
-from app.core.live import LiveJob, LiveScan
+from app.core.engine.live import LiveJob, LiveScan
+from app.core.knowledge.loading import Library
 from app.core.models import Candidate, Diagnosis
 
 STATUS = "tracelore/status"

@@ -1,4 +1,4 @@
-"""Following growing logs for `tracelore watch`: the file I/O around `app.core.live`.
+"""Following growing logs for `tracelore watch`: the file I/O around `app.core.engine.live`.
 
 A `Follower` keeps one open descriptor and one `LiveScan` per file and reads only what was
 appended since it last looked. Files that appear later in a watched directory (or at a
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from app.core.live import LiveJob, LiveScan
-from app.core.reader import BLOCK
+from app.core.engine.live import LiveJob, LiveScan
+from app.core.engine.reader import BLOCK
 
 # Already compressed or rotated away: never a log being written.
 _SKIPPED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tmp", ".swp", ".lock", ".json")

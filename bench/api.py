@@ -548,7 +548,7 @@ def warm_up(url: str, body: Path, args: argparse.Namespace, scratch: Path) -> No
 def library_label(args: argparse.Namespace) -> str:
     if not args.signatures:
         return "shipped library"
-    from app.core.library import load_library
+    from app.core.knowledge.loading import load_library
 
     return f"{args.signatures} ({len(load_library(Path(args.signatures)).regexes)} patterns)"
 

@@ -41,8 +41,8 @@ def tree_cpu_seconds(pid: int) -> float:
 def diagnose_cpu_ms(log: bytes, *, signatures: Path | None, repeat: int = 200) -> float:
     """CPU milliseconds of one in-process `diagnose()` of `log` (the library loaded and warm), median of batches."""
     from app.config import Settings
-    from app.core.diagnose import diagnose
-    from app.core.library import load_library
+    from app.core.engine.diagnose import diagnose
+    from app.core.knowledge.loading import load_library
 
     settings = Settings()
     library = load_library(signatures or settings.signatures_dir, cache=settings.cache_dir)

@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from app.core.diagnose import diagnose  # noqa: E402
-from app.core.library import Library, load_library  # noqa: E402
-from app.core.matcher import matching_lines  # noqa: E402
-from app.core.reader import iter_chunks  # noqa: E402
+from app.core.engine.diagnose import diagnose  # noqa: E402
+from app.core.engine.matcher import matching_lines  # noqa: E402
+from app.core.engine.reader import iter_chunks  # noqa: E402
+from app.core.knowledge.loading import Library, load_library  # noqa: E402
 from bench.loggen import failure_cascade, parse_size  # noqa: E402
 
 LINES = {

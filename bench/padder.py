@@ -34,7 +34,7 @@ def synthetic_pattern(rng: random.Random, i: int) -> str:
 
 def pad_library(source: Path, out: Path, total: int, *, seed: int = 11, per_file: int = 5) -> int:
     """Copy the library at source to out and add padding signatures until `total` patterns; return the count."""
-    from app.core.library import load_library
+    from app.core.knowledge.loading import load_library
 
     if out.exists():
         shutil.rmtree(out)
@@ -72,7 +72,7 @@ def pad_library(source: Path, out: Path, total: int, *, seed: int = 11, per_file
 
 def small_library(source: Path, out: Path, patterns: int = 10) -> int:
     """A library of the first few real fingerprints only (the low end of the scaling curve)."""
-    from app.core.library import load_signatures
+    from app.core.knowledge.loading import load_signatures
 
     if out.exists():
         shutil.rmtree(out)

@@ -80,9 +80,9 @@ def lines_rg_finds(patterns: Path, log: Path) -> set[int]:
 
 
 def lines_we_find(library_dir: Path, log: Path) -> set[int]:
-    from app.core.library import load_library
-    from app.core.matcher import matching_lines
-    from app.core.reader import iter_chunks
+    from app.core.engine.matcher import matching_lines
+    from app.core.engine.reader import iter_chunks
+    from app.core.knowledge.loading import load_library
 
     return set(matching_lines(load_library(library_dir), iter_chunks(log)))
 
@@ -107,7 +107,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     tracelore = str(Path(sys.executable).with_name("tracelore"))
 
-    from app.core.library import load_library
+    from app.core.knowledge.loading import load_library
 
     shipped = ROOT / "signatures"
     libraries = {
@@ -201,14 +201,14 @@ def startup_table(tracelore: str, libraries: dict[str, Path], repeat: int, out: 
     for label, lib_dir in libraries.items():
         probe = (
             "import sys, time, tempfile, pathlib\n"
-            "from app.core.library import load_library\n"
+            "from app.core.knowledge.loading import load_library\n"
             "cache = pathlib.Path(tempfile.mkdtemp())\n"
             "times = []\n"
             "for _ in range(2):\n"
             "    t = time.perf_counter(); lib = load_library(pathlib.Path(sys.argv[1]), cache=cache)\n"
             "    times.append(time.perf_counter() - t)\n"
             "import re2\n"
-            "from app.core.library import _SCAN\nfrom app.core.rewrites import relaxed\n"
+            "from app.core.knowledge.loading import _SCAN\nfrom app.core.engine.rewrites import relaxed\n"
             "t = time.perf_counter(); s = re2.Set.SearchSet(_SCAN)\n"
             "for p in lib.regexes: s.Add(('(?m)' + relaxed(p)).encode())\n"
             "s.Compile(); print(len(lib.regexes), *times, time.perf_counter() - t)\n"
@@ -244,9 +244,9 @@ def waiting(args: argparse.Namespace) -> None:
     import statistics
 
     from app.cli.context import scan_threads
-    from app.core.diagnose import diagnose
-    from app.core.evidence import prefilter_spec, select_evidence
-    from app.core.library import load_library
+    from app.core.engine.diagnose import diagnose
+    from app.core.knowledge.loading import load_library
+    from app.core.selection.rules import prefilter_spec, select_evidence
 
     args.out.mkdir(parents=True, exist_ok=True)
     tracelore = str(Path(sys.executable).with_name("tracelore"))

@@ -48,8 +48,8 @@ stage("pydantic (first model built)", "from pydantic import BaseModel\\nclass _P
 stage("regex, re2", "import regex, re2")
 stage("the core (models, engine)", "import app.core")
 stage("the diagnose command, Settings", "import app.cli.diagnose, app.config; s = app.config.Settings()")
-stage("library, warm cache", "from app.core.library import load_library; lib = load_library(s.signatures_dir, cache=s.cache_dir)")
-stage("diagnose and render", "from app.core import diagnose; from app.core.reports import render_report; "
+stage("library, warm cache", "from app.core.knowledge.loading import load_library; lib = load_library(s.signatures_dir, cache=s.cache_dir)")
+stage("diagnose and render", "from app.core import diagnose; from app.core.rendering.registry import render_report; "
       "from pathlib import Path; render_report(diagnose(Path(sys.argv[1]), lib), 'text')")
 print("; ".join(marks))
 """

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from app.config import Settings
-from app.core.library import Library, load_library
+from app.core.knowledge.loading import Library, load_library
 from app.store.db import make_engine
 from app.store.migrate import upgrade
 from tests.support import SIGNATURES, LiveServer, live_server, make_settings

@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from sqlalchemy import text
 
 from app.config import Settings
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from app.web.app import create_app
 
 REPO = Path(__file__).resolve().parents[1]

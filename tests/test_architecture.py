@@ -39,9 +39,15 @@ WEB_ENTRY_POINTS = {
     "app.web.templating": {"make_templates"},
 }
 # The core's log reading and scanning: the web reaches it only through app.core.keep (and diagnose()).
-LOG_READING = ("app.core.reader", "app.core.matcher", "app.core.sniff", "app.core.job", "app.core.excerpt")
+LOG_READING = (
+    "app.core.engine.reader",
+    "app.core.engine.matcher",
+    "app.core.engine.sniff",
+    "app.core.engine.job",
+    "app.core.selection.excerpt",
+)
 # The core modules that touch files: the log reader, and the library's loading and linting.
-CORE_FILE_IO = {"reader.py", "library.py", "lint.py"}
+CORE_FILE_IO = {"engine/reader.py", "knowledge/loading.py", "knowledge/lint.py"}
 # Calls that read, write or walk files (builtin open, pathlib, os).
 FILE_CALLS = {"open", "read_text", "read_bytes", "walk", "glob", "rglob", "iterdir", "listdir", "scandir"}
 
@@ -121,7 +127,9 @@ def web_log_offenders(root: Path) -> list[str]:
     offenders = []
     for path, tree in _modules(root, "web/**/*.py"):
         for module, names in imports(tree):
-            if _within(module, LOG_READING) and not (module == "app.core.excerpt" and set(names) <= EXCERPT_SHAPE):
+            if _within(module, LOG_READING) and not (
+                module == "app.core.selection.excerpt" and set(names) <= EXCERPT_SHAPE
+            ):
                 offenders.append(f"{path.relative_to(root)} imports {module}")
     return offenders
 
@@ -209,9 +217,9 @@ def test_the_core_file_io_rule_fires(tmp_path: Path) -> None:
     root = _plant(
         tmp_path,
         {
-            "core/reader.py": "def read(p):\n    return open(p, 'rb')\n",
-            "core/library.py": "def load(d):\n    return [p.read_text() for p in d.rglob('*.yaml')]\n",
-            "core/matcher.py": "def match(data):\n    return data.count(b'\\n')\n",
+            "core/engine/reader.py": "def read(p):\n    return open(p, 'rb')\n",
+            "core/knowledge/loading.py": "def load(d):\n    return [p.read_text() for p in d.rglob('*.yaml')]\n",
+            "core/engine/matcher.py": "def match(data):\n    return data.count(b'\\n')\n",
             "core/opens.py": "def f(p):\n    with open(p) as f:\n        return f.read()\n",
             "core/paths.py": "def f(p):\n    p.write_bytes(b'')\n    return p.read_bytes(), list(p.iterdir())\n",
             "core/sub/walks.py": "import os\n\ndef f(d):\n    return os.walk(d)\n",
@@ -270,16 +278,16 @@ def test_the_web_log_rule_fires(tmp_path: Path) -> None:
     root = _plant(
         tmp_path,
         {
-            "web/fine.py": "from app.core.keep import keep\nfrom app.core.excerpt import MAX_TEXT, Excerpt\n",
-            "web/windows.py": "from app.core.reader import decode, iter_chunks\n",
-            "web/deep/sniffs.py": "import app.core.sniff\n",
-            "web/remaps.py": "from app.core.excerpt import excerpt_windows\n",
+            "web/fine.py": "from app.core.keep import keep\nfrom app.core.selection.excerpt import MAX_TEXT, Excerpt\n",
+            "web/windows.py": "from app.core.engine.reader import decode, iter_chunks\n",
+            "web/deep/sniffs.py": "import app.core.engine.sniff\n",
+            "web/remaps.py": "from app.core.selection.excerpt import excerpt_windows\n",
         },
     )
     assert sorted(web_log_offenders(root)) == [
-        "web/deep/sniffs.py imports app.core.sniff",
-        "web/remaps.py imports app.core.excerpt",
-        "web/windows.py imports app.core.reader",
+        "web/deep/sniffs.py imports app.core.engine.sniff",
+        "web/remaps.py imports app.core.selection.excerpt",
+        "web/windows.py imports app.core.engine.reader",
     ]
 
 

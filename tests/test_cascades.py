@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.core import diagnose, load_library
-from app.core.library import Library, load_signatures
+from app.core.knowledge.loading import Library, load_signatures
 
 SIGNATURES = Path(__file__).resolve().parents[1] / "signatures"
 LOADED = {sig.id: sig for _, sig in load_signatures(SIGNATURES)[0]}

@@ -44,8 +44,8 @@ NOT_IMPORTED = (
     "app.remote",
     "app.corpus",
     "app.evaluate",
-    "app.core.formats",
-    "app.core.lint",
+    "app.core.rendering.ci",
+    "app.core.knowledge.lint",
     "app.cli.serve",
     "app.cli.admin",
     "app.cli.authoring",
@@ -103,7 +103,7 @@ def test_a_local_diagnosis_imports_neither_the_web_stack_nor_the_store(tmp_path:
     run, modules = _diagnose(tmp_path, log)
     assert run.returncode == 1, run.stderr
     assert run.stdout.startswith("INITIATING:") and "[checkpoint.weights_only_rejected]" in run.stdout
-    assert "app.core.diagnose" in modules  # the probe saw the real command run
+    assert "app.core.engine.diagnose" in modules  # the probe saw the real command run
     assert _offenders(modules) == []
 
 
@@ -113,7 +113,7 @@ def test_the_offender_check_sees_a_command_that_loads_more(tmp_path: Path) -> No
     run, modules = _diagnose(tmp_path, *args)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["version"] == "2.1.0"
-    assert _offenders(modules) == ["app.core.formats"]
+    assert _offenders(modules) == ["app.core.rendering.ci"]
 
 
 def test_a_command_skips_the_pydantic_plugin_scan_unless_the_user_asks_for_it(tmp_path: Path) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from app.core.diagnose import diagnose_many
-from app.core.library import Library
-from app.core.reports import FORMATS, Links, render_report
+from app.core.engine.diagnose import diagnose_many
+from app.core.knowledge.loading import Library
+from app.core.rendering.registry import FORMATS, Links, render_report
 from app.corpus import load_corpus
 from tests.support import REPO
 

@@ -18,7 +18,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from app.cli import main
-from app.core.library import MEASURED_FILE, Library, load_library
+from app.core.knowledge.loading import MEASURED_FILE, Library, load_library
 from app.corpus import CASE_FILE, CaseSpec, CorpusError, add_case, load_corpus
 from app.evaluate import evaluate, measured_document
 from tests.conftest import database_for

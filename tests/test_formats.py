@@ -11,11 +11,11 @@ import jsonschema
 import pytest
 from junitparser import Failure, JUnitXml, Properties, Property, TestCase
 
-from app.core.diagnose import diagnose, diagnose_many
-from app.core.formats import render_github, render_junit, render_sarif, workflow_command
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose, diagnose_many
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
-from app.core.render import render_markdown, render_text
+from app.core.rendering.ci import render_github, render_junit, render_sarif, workflow_command
+from app.core.rendering.text import render_markdown, render_text
 from tests.support import SAMPLES
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())

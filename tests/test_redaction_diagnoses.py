@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.core import diagnose
-from app.core.library import Library
-from app.core.redact import NOTHING, all_rules
+from app.core.knowledge.loading import Library
+from app.core.redaction.redactor import NOTHING, all_rules
 from tests.test_signatures import BY_ID
 
 SECRETS = [s for r in all_rules() for s in r.positive]

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import regex
 
-from app.core import builtin
-from app.core.diagnose import diagnose
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge import builtin
+from app.core.knowledge.loading import Library
 
 CASES = Path(__file__).parent / "corpus" / "cases"
 INCIDENT = CASES / "gen-redis-cache-restart-compose" / "log.txt"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from app.core import diagnose, load_library
-from app.core.library import Library, load_signatures
-from app.core.lint import check_examples, lint, load_taxonomy
-from app.core.signature import Signature
+from app.core.knowledge.lint import check_examples, lint, load_taxonomy
+from app.core.knowledge.loading import Library, load_signatures
+from app.core.knowledge.schema import Signature
 
 SIGNATURES = Path(__file__).resolve().parents[1] / "signatures"
 LOADED, LOAD_ISSUES = load_signatures(SIGNATURES)

@@ -11,11 +11,11 @@ import click
 from app.cli.context import current
 from app.cli.logs import open_logs
 from app.cli.options import SIGNATURES
-from app.core.authoring import AuthoringError, append_example, cut_excerpt, parse_range
-from app.core.explain import explain, render_explanation
-from app.core.library import TAXONOMY_FILE, load_library, parse_signature
-from app.core.lint import FILE_CHECKS, check_examples, load_taxonomy
-from app.core.lint import lint as run_lint
+from app.core.knowledge.authoring import AuthoringError, append_example, cut_excerpt, parse_range
+from app.core.knowledge.explain import explain, render_explanation
+from app.core.knowledge.lint import FILE_CHECKS, check_examples, load_taxonomy
+from app.core.knowledge.lint import lint as run_lint
+from app.core.knowledge.loading import TAXONOMY_FILE, load_library, parse_signature
 from app.errors import LibraryError, TraceloreError
 
 

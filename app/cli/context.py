@@ -20,7 +20,7 @@ from app.config import Settings, thread_policy
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from app.core.library import Library
+    from app.core.knowledge.loading import Library
 
 
 def scan_threads() -> int:
@@ -51,7 +51,7 @@ class CliContext:
 
     def library(self, signatures: Path | None) -> Library:
         """The signature library of --signatures (or the configured one), through the parse cache."""
-        from app.core.library import load_library
+        from app.core.knowledge.loading import load_library
         from app.errors import LibraryError
 
         try:

@@ -124,7 +124,7 @@ def eval_command(
     (and no case got worse than the baseline), 1 otherwise, 2 usage error or a malformed corpus.
     The thresholds hold the whole corpus: with --only they are not applied.
     """
-    from app.core.library import MEASURED_FILE, TAXONOMY_FILE
+    from app.core.knowledge.loading import MEASURED_FILE, TAXONOMY_FILE
     from app.corpus import load_corpus
     from app.evaluate import (
         evaluate,

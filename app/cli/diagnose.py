@@ -17,7 +17,7 @@ from app.cli.context import current, scan_threads
 from app.cli.logs import open_logs, written
 from app.cli.options import SIGNATURES
 from app.core.models import LIKELY, Diagnosis
-from app.core.reports import FORMATS, Links, render_report
+from app.core.rendering.registry import FORMATS, Links, render_report
 from app.errors import TraceloreError
 
 # What only one mode needs (the HTTP client, the evidence rules) is imported when it runs.
@@ -79,7 +79,7 @@ def _remote(
             payload = stream.read()
             click.echo(f"Sending {name}: the whole log, {human_size(len(payload))}", err=True)
             return post_log(server, payload, filename=filename, **options)
-        from app.core.evidence import prefilter_spec, select_evidence
+        from app.core.selection.rules import prefilter_spec, select_evidence
 
         older = spec is None  # a server from before excerpts: same rules from the local library, sent as text
         excerpt = select_evidence(
@@ -178,7 +178,7 @@ def diagnose(
                 raise click.ClickException(str(exc)) from exc
             result, permalink = remote.diagnosis, remote.url
         else:
-            from app.core.diagnose import diagnose_many
+            from app.core.engine.diagnose import diagnose_many
 
             library = current().library(signatures)
             with open_logs(logs) as opened:

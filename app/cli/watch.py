@@ -1,7 +1,7 @@
 """`tracelore watch`: diagnose logs while the job writes them.
 
 Registered on the `tracelore` group by app/cli/__init__.py. The file following is app/watch.py, the
-engine app/core/live.py; this module runs the loop: read what was appended, diagnose when
+engine app/core/engine/live.py; this module runs the loop: read what was appended, diagnose when
 something arrived, report when the causal picture changes, end on --exit-on, --idle-timeout,
 the end of standard input or a signal.
 """
@@ -23,10 +23,10 @@ from pathlib import Path
 import click
 
 from app.cli.options import SIGNATURES
-from app.core.live import LiveJob
+from app.core.engine.live import LiveJob
+from app.core.engine.reader import BLOCK
 from app.core.models import Diagnosis
-from app.core.reader import BLOCK
-from app.core.render import render_text
+from app.core.rendering.text import render_text
 from app.heap import fix_mmap_threshold
 from app.watch import Follower, Waiter
 

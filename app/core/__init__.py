@@ -1,7 +1,7 @@
 """The pure diagnosis core: read, match, rank. No web, database or environment access."""
 
-from app.core.diagnose import diagnose, diagnose_many
-from app.core.library import Library, build_library, load_library
+from app.core.engine.diagnose import diagnose, diagnose_many
+from app.core.knowledge.loading import Library, build_library, load_library
 from app.core.models import Candidate, Diagnosis, Line
 
 __all__ = [

@@ -14,13 +14,13 @@ import zlib
 from collections.abc import Sequence
 from typing import BinaryIO
 
-from app.core.diagnose import diagnose, diagnose_many, shown_redactions
-from app.core.excerpt import Excerpt, diagnose_excerpt, excerpt_windows
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose, diagnose_many, shown_redactions
+from app.core.engine.reader import decode, iter_chunks, strip_ansi
+from app.core.engine.sniff import SNIFF, check_text
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis, Window, WindowLine
-from app.core.reader import decode, iter_chunks, strip_ansi
-from app.core.redact import DEFAULT, Redactor
-from app.core.sniff import SNIFF, check_text
+from app.core.redaction.redactor import DEFAULT, Redactor
+from app.core.selection.excerpt import Excerpt, diagnose_excerpt, excerpt_windows
 from app.core.stored import StoredDiagnosis
 
 MAX_WINDOW_LINES = 2000  # context lines kept per diagnosis, whatever the evidence

@@ -22,7 +22,7 @@ from pydantic import (
     WrapValidator,
 )
 
-from app.core.times import OLD_SENTINEL_YEAR, Yearless
+from app.core.engine.times import OLD_SENTINEL_YEAR, Yearless
 
 SCHEMA_VERSION = 1
 
@@ -269,7 +269,7 @@ class Unexplained(_Frozen):
 
 
 class ExcerptInfo(_Frozen):
-    """What was received when the client sent an excerpt of a larger log (see app.core.evidence)."""
+    """What was received when the client sent an excerpt of a larger log (see app.core.selection.rules)."""
 
     lines: int = Field(description="lines received")
     bytes: int = Field(description="bytes of text received")

@@ -17,8 +17,8 @@ from typing import Any, cast
 from sqlalchemy import ColumnElement, Table, delete, func, insert, select
 from sqlalchemy.orm import Session
 
+from app.core.knowledge.unknowns import unknown_lines
 from app.core.models import Diagnosis
-from app.core.unknowns import unknown_lines
 from app.store.tables import DiagnosisFailureRow, EntryStatRow, UnknownLineRow, UnknownResolutionRow
 
 MEMBERS_SHOWN = 5  # member diagnoses a cluster lists

@@ -14,8 +14,8 @@ from sqlalchemy import text
 from starlette.datastructures import URLPath
 
 from app.config import Settings
+from app.core.knowledge.schema import Signature
 from app.core.models import Window, entry_path
-from app.core.signature import Signature
 from app.core.stored import StoredDiagnosis
 from app.errors import Forbidden, NotFound, NotReady, Unauthorized
 from app.quota.tiers import Usage

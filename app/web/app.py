@@ -19,13 +19,13 @@ from fastapi.staticfiles import StaticFiles
 
 from app import __version__
 from app.config import Settings, thread_policy
-from app.core.library import Library, load_library
-from app.core.redact import Redactor
+from app.core.knowledge.loading import Library, load_library
+from app.core.redaction.redactor import Redactor
 from app.quota.tiers import tier_table
 from app.retention import purge_logged
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
-from app.web import accounts, api, encyclopedia, evidence, learning, openapi, pages, quota, retention
+from app.web import accounts, api, encyclopedia, learning, openapi, pages, prefilter, quota, retention
 from app.web.access_log import install_access_log_filter
 from app.web.identity import check_form_origin, csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
@@ -112,10 +112,10 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.encyclopedia = encyclopedia.Encyclopedia(app.state.library, app.state.templates.env)
     app.state.seen = {}  # entry statistics, replaced whole by the periodic summary (app.web.learning)
     app.state.tiers = tier_table(settings)
-    app.state.prefilter = evidence.published_rules(app.state.library, settings)
+    app.state.prefilter = prefilter.published_rules(app.state.library, settings)
     install_problem_handlers(app)
     # Before api.router: its /signatures/{signature_id} would take "prefilter.json".
-    app.include_router(evidence.router, prefix="/api/v1", tags=["signatures"])
+    app.include_router(prefilter.router, prefix="/api/v1", tags=["signatures"])
     app.include_router(api.router, prefix="/api/v1", tags=["diagnoses"])
     app.include_router(retention.api, prefix="/api/v1")
     app.include_router(quota.router, prefix="/api/v1", tags=["quota"])

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from app.web.deps import SettingsDep
 from app.web.learning import seen
 from app.web.search import MAX_QUERY, Results, SearchIndex, search

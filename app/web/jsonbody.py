@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.core.excerpt import MAX_TEXT, Excerpt
+from app.core.selection.excerpt import MAX_TEXT, Excerpt
 from app.errors import BadInput, Invalid, TooLarge
 
 SPOOL_MEMORY = 1 << 20  # decoded text stays in memory up to this size, then goes to a temporary file

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
-from app.core.redact import secret_types
+from app.core.redaction.redactor import secret_types
 from app.core.stored import StoredDiagnosis
 from app.errors import NotFound, TraceloreError
 from app.retention import purge_logged

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from app.core.library import Library
-from app.core.signature import Signature
+from app.core.knowledge.loading import Library
+from app.core.knowledge.schema import Signature
 
 
 class SignatureSummary(BaseModel):

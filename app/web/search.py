@@ -15,10 +15,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from app.core.diagnose import diagnose
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
+from app.core.knowledge.schema import Signature
 from app.core.models import Evidence
-from app.core.signature import Signature
 from app.errors import TraceloreError
 
 MAX_QUERY = 8000  # characters: a traceback fits; a whole log belongs in the diagnosis form

@@ -11,8 +11,8 @@ import anyio.to_thread
 
 from app.config import usable_cores
 from app.core.keep import Logs, keep
-from app.core.library import Library
-from app.core.redact import DEFAULT, Redactor
+from app.core.knowledge.loading import Library
+from app.core.redaction.redactor import DEFAULT, Redactor
 from app.core.stored import StoredDiagnosis
 from app.errors import Overloaded
 from app.web.jsonbody import ExcerptBody

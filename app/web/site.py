@@ -18,8 +18,8 @@ from xml.sax.saxutils import escape as xml_escape
 
 import jinja2
 
-from app.core.library import Library
-from app.core.signature import Signature
+from app.core.knowledge.loading import Library
+from app.core.knowledge.schema import Signature
 from app.errors import BadInput, NotFound
 from app.store.learning import EntryStats
 from app.web import entries

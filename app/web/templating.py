@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
-from app.core.fill import template
+from app.core.engine.fill import template
+from app.core.engine.times import Yearless, comparable, span
 from app.core.models import Candidate, Evidence
-from app.core.times import Yearless, comparable, span
 from app.resources import resource_dir
 from app.web.upload import human_bytes
 

@@ -14,8 +14,8 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
 from app.config import Settings
-from app.core.diagnose import diagnose
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
 from bench.loggen import failure_cascade, generate
 from tests.conftest import database_for

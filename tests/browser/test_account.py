@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from tests.browser.conftest import browser_settings
 from tests.support import SAMPLES, live_server
 from tests.web.test_accounts import Inbox, smtp  # noqa: F401 (the real SMTP server fixture)

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import Page, expect
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from bench.loggen import failure_cascade
 from tests.support import SAMPLES, LiveServer
 

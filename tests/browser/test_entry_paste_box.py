@@ -7,8 +7,8 @@ from pathlib import Path
 
 from playwright.sync_api import Page, Request, expect
 
-from app.core.diagnose import diagnose
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
 from bench.loggen import generate
 from tests.browser.test_large_log import body_of
 from tests.support import LiveServer

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, Route, expect
 
 from app.config import Settings
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from tests.browser.conftest import browser_settings
 from tests.support import SAMPLES, live_server
 

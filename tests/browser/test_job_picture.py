@@ -7,8 +7,8 @@ from pathlib import Path
 
 from playwright.sync_api import Browser, Page, expect
 
-from app.core.diagnose import diagnose
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
 from tests.support import REPO, LiveServer
 
 # Rank 5 runs out of memory at 09:14:41; ranks 0-3 time out in NCCL 9 min 48 s later.

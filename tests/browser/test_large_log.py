@@ -12,10 +12,10 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Request, Route, expect
 
-from app.core.diagnose import diagnose
-from app.core.evidence import prefilter_spec, select_evidence
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
+from app.core.selection.rules import prefilter_spec, select_evidence
 from bench.loggen import generate
 from tests.support import LiveServer
 
@@ -27,7 +27,7 @@ def comparable(diagnosis: dict[str, Any]) -> dict[str, Any]:
     out = dict(diagnosis)
     out["input"] = {k: v for k, v in diagnosis["input"].items() if k != "excerpt"}
     # A harmless line repeated thousands of times (a warning every step) is counted only up to
-    # the evidence cap in an excerpt: its count is a lower bound there (app.core.evidence).
+    # the evidence cap in an excerpt: its count is a lower bound there (app.core.selection.rules).
     out["harmless"] = [{k: v for k, v in h.items() if k != "count"} for h in diagnosis.get("harmless", [])]
     for key in ("id", "url", "created_at"):
         out.pop(key, None)

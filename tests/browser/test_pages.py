@@ -8,8 +8,8 @@ from pathlib import Path
 
 from playwright.sync_api import Browser, Page, expect
 
-from app.core.diagnose import diagnose
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
 from tests.support import REPO, SAMPLES, LiveServer
 
 

@@ -6,7 +6,7 @@ import httpx
 import regex
 from playwright.sync_api import Page
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from tests.support import LiveServer
 
 RUN = """([patterns, lines]) => {

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, expect
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from tests.browser.conftest import browser_settings
 from tests.support import SAMPLES, live_server
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.core.library import Library, build_library, load_library
-from app.core.signature import Signature
+from app.core.knowledge.loading import Library, build_library, load_library
+from app.core.knowledge.schema import Signature
 
 REPO = Path(__file__).resolve().parents[2]
 SIGNATURES = REPO / "signatures"

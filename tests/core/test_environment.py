@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from app.core.diagnose import diagnose, diagnose_many
-from app.core.excerpt import Excerpt, diagnose_excerpt
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose, diagnose_many
+from app.core.engine.versions import same_version, satisfies, spec_problem
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis, EnvFact
-from app.core.versions import same_version, satisfies, spec_problem
+from app.core.selection.excerpt import Excerpt, diagnose_excerpt
 from app.corpus import load_case
 
 CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
@@ -273,8 +273,8 @@ def test_version_notes_follow_the_version_the_log_shows(shipped_library: Library
 
 
 def test_every_format_carries_the_environment(shipped_library: Library) -> None:
-    from app.core.formats import render_github, render_junit, render_sarif
-    from app.core.render import render_markdown, render_text
+    from app.core.rendering.ci import render_github, render_junit, render_sarif
+    from app.core.rendering.text import render_markdown, render_text
 
     log = f"PyTorch version: 2.1.0+cu121\n{REAL_SMI_HEADER}\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
     d = diagnose(log.encode(), shipped_library, threads=1)

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import regex
 
-from app.core.diagnose import diagnose
-from app.core.evidence import Selector, physical_lines, prefilter_spec, select_evidence
-from app.core.excerpt import Excerpt, diagnose_excerpt
-from app.core.library import Library
-from app.core.literals import atoms, to_js
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
+from app.core.selection.excerpt import Excerpt, diagnose_excerpt
+from app.core.selection.literals import atoms, to_js
+from app.core.selection.rules import Selector, physical_lines, prefilter_spec, select_evidence
 from app.errors import EmptyLog, Invalid
 from bench.loggen import generate
 from tests.core.conftest import library as build
@@ -322,7 +322,7 @@ def test_the_block_path_finds_what_the_line_rules_find_beyond_ascii(rules: dict[
 def test_a_byte_screen_matches_every_line_whose_text_the_pattern_matches(pattern: str) -> None:
     import re2
 
-    from app.core.rewrites import byte_superset
+    from app.core.engine.rewrites import byte_superset
 
     options = re2.Options()
     options.encoding = re2.Options.Encoding.LATIN1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.fill import fill, named, required, template
+from app.core.engine.fill import fill, named, required, template
 
 
 def test_an_optional_part_shows_only_when_all_its_facts_are_known() -> None:

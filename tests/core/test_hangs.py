@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import regex
 
-from app.core.diagnose import diagnose_many
-from app.core.formats import render_github, render_junit, render_sarif
-from app.core.hangs import RECORDER, WAITING
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose_many
+from app.core.engine.hangs import RECORDER, WAITING
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
-from app.core.render import render_markdown, render_text
+from app.core.rendering.ci import render_github, render_junit, render_sarif
+from app.core.rendering.text import render_markdown, render_text
 from app.corpus import load_case
 from app.evaluate import rank_files
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from app.core.diagnose import diagnose_many, scan_sources
-from app.core.job import file_rank, rank_from_name
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose_many, scan_sources
+from app.core.engine.job import file_rank, rank_from_name
+from app.core.knowledge.loading import Library
 from app.corpus import Case, load_case
 from app.evaluate import UNRANKED_FILE, rank_files, shuffled_orders
 

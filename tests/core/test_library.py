@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import regex
 
-import app.core.library as library_module
-from app.core.library import load_library, signature_files
-from app.core.rewrites import frame_anchors, relaxed
+import app.core.knowledge.loading as library_module
+from app.core.engine.rewrites import frame_anchors, relaxed
+from app.core.knowledge.loading import load_library, signature_files
 from app.errors import LibraryError
 
 SIGNATURES = Path(__file__).resolve().parents[2] / "signatures"

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from app.core.library import Library, load_library
-from app.core.lint import Taxonomy, lint
+from app.core.knowledge.lint import Taxonomy, lint
+from app.core.knowledge.loading import Library, load_library
 from app.errors import LibraryError
 
 from .conftest import signature

@@ -1,4 +1,4 @@
-"""A growing log scanned as it grows (`app.core.live`) gives what a whole-file diagnosis gives."""
+"""A growing log scanned as it grows (`app.core.engine.live`) gives what a whole-file diagnosis gives."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core.diagnose import diagnose_many
-from app.core.library import Library
-from app.core.live import LiveJob, LiveScan
+from app.core.engine.diagnose import diagnose_many
+from app.core.engine.live import LiveJob, LiveScan
+from app.core.knowledge.loading import Library
 
 CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
 

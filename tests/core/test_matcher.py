@@ -7,10 +7,10 @@ from pathlib import Path
 
 import regex
 
-from app.core.library import Library
-from app.core.matcher import KEEP_FIRST, KEEP_LINES, NARROW_FROM, FileScan, matching_lines, scan_file
-from app.core.re2calls import find
-from app.core.reader import Block, Chunk, count_newlines, iter_blocks, iter_chunks, make_line
+from app.core.engine.matcher import KEEP_FIRST, KEEP_LINES, NARROW_FROM, FileScan, matching_lines, scan_file
+from app.core.engine.re2calls import find
+from app.core.engine.reader import Block, Chunk, count_newlines, iter_blocks, iter_chunks, make_line
+from app.core.knowledge.loading import Library
 from bench.dense import library_examples
 from bench.loggen import generate
 from tests.core.conftest import library, signature

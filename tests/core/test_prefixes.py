@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app.core.diagnose import diagnose_many
-from app.core.library import Library
-from app.core.prefixes import parse_prefixes
-from app.core.times import Yearless
+from app.core.engine.diagnose import diagnose_many
+from app.core.engine.prefixes import parse_prefixes
+from app.core.engine.times import Yearless
+from app.core.knowledge.loading import Library
 from app.corpus import load_case
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "cases"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from app.core import diagnose
-from app.core.library import Library, build_library
-from app.core.render import render_text
+from app.core.knowledge.loading import Library, build_library
+from app.core.rendering.text import render_text
 from tests.support import REPO
 
 CORPUS = REPO / "tests" / "corpus" / "cases"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from app.core.reader import LINE_CAP, iter_chunks, read_lines
+from app.core.engine.reader import LINE_CAP, iter_chunks, read_lines
 
 
 def texts(data: bytes) -> list[tuple[int, str]]:
@@ -95,7 +95,7 @@ def _tricky(seed: int) -> bytes:
 
 
 def test_a_mapped_file_reads_as_the_same_stream(tmp_path, monkeypatch) -> None:
-    import app.core.reader as reader
+    import app.core.engine.reader as reader
 
     monkeypatch.setattr(reader, "MAX_CARRY", 16_384)  # cut long lines often, as a 1 MiB one would be
     for seed in range(3):

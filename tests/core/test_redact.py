@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.core.redact import (
+from app.core.redaction.redactor import (
     DEFAULT,
     MARK,
     NOTHING,
@@ -21,7 +21,7 @@ from app.core.redact import (
     redact_lines,
     secret_types,
 )
-from app.core.redaction_rules import RULES
+from app.core.redaction.rules import RULES
 
 RULE_CASES = [(i, r.type, s) for i, r in enumerate(all_rules()) for s in r.positive]
 NEGATIVE_CASES = [(i, r.type, s) for i, r in enumerate(all_rules()) for s in r.negative]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.scoring import NOTHING, Outcome, score
+from app.core.knowledge.scoring import NOTHING, Outcome, score
 
 
 def outcome(

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from app.core.diagnose import diagnose, diagnose_many
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose, diagnose_many
+from app.core.engine.prefixes import parse_prefixes
+from app.core.engine.ranker import Position
+from app.core.engine.times import Yearless, span, year_resolver
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
-from app.core.prefixes import parse_prefixes
-from app.core.ranker import Position
-from app.core.render import render_markdown, render_text
-from app.core.times import Yearless, span, year_resolver
+from app.core.rendering.text import render_markdown, render_text
 from app.corpus import load_corpus
 from app.errors import TraceloreError
 

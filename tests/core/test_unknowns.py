@@ -10,10 +10,10 @@ import pytest
 import re2
 import yaml
 
-from app.core.diagnose import diagnose_many
-from app.core.library import Library, load_library
-from app.core.lint import lint
-from app.core.unknowns import draft_signature, fingerprint, template, unknown_lines
+from app.core.engine.diagnose import diagnose_many
+from app.core.knowledge.lint import lint
+from app.core.knowledge.loading import Library, load_library
+from app.core.knowledge.unknowns import draft_signature, fingerprint, template, unknown_lines
 from app.corpus import load_corpus
 from tests.support import library_without
 

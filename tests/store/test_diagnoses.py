@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.diagnose import diagnose
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
 from app.core.models import Window, WindowLine
 from app.core.stored import StoredDiagnosis
 from app.store.db import make_engine, make_sessionmaker

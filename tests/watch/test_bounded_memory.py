@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from app import watch as watch_module
-from app.core import matcher
-from app.core.library import Library
-from app.core.live import HEAD_KEEP, TAIL_KEEP, LiveJob, LiveScan
-from app.core.matcher import KEEP_ERRORS, KEEP_FIRST, PROGRESS_TAIL, UNSETTLED_CHUNKS
-from app.core.reader import MAX_CARRY
+from app.core.engine import matcher
+from app.core.engine.live import HEAD_KEEP, TAIL_KEEP, LiveJob, LiveScan
+from app.core.engine.matcher import KEEP_ERRORS, KEEP_FIRST, PROGRESS_TAIL, UNSETTLED_CHUNKS
+from app.core.engine.reader import MAX_CARRY
+from app.core.knowledge.loading import Library
 from app.watch import KEEP_ROTATED, Follower
 from bench.loggen import _noise, failure_cascade
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from tests.support import live_server, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from sqlalchemy import text
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from tests.conftest import BACKENDS, database_for
 from tests.support import SAMPLES, LiveServer, live_server, make_settings
 

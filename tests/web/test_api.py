@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from app.web.archive import MAX_FILES
 from tests.support import METRICS_AUTH, SAMPLES, LiveServer
 from tests.web.conftest import LIMIT

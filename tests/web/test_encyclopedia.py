@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from sqlalchemy import event
 
 from app.cli import main
-from app.core.library import Library, build_library, load_library
-from app.core.signature import Signature
+from app.core.knowledge.loading import Library, build_library, load_library
+from app.core.knowledge.schema import Signature
 from app.web.encyclopedia import Encyclopedia
 from app.web.templating import make_templates
 from tests.conftest import database_for

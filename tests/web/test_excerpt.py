@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.diagnose import diagnose
-from app.core.evidence import prefilter_spec, select_evidence
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
+from app.core.selection.rules import prefilter_spec, select_evidence
 from tests.support import SAMPLES, LiveServer
 from tests.web.test_api import rejected
 

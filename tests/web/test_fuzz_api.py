@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from tests.support import live_server, make_settings
 
 CHECKS = ",".join(

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
 from app.core.stored import StoredDiagnosis
 from app.store.diagnoses import save_diagnosis

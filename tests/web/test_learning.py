@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from app.cli import main
-from app.core.library import Library, load_library
+from app.core.knowledge.loading import Library, load_library
 from app.learning import resolve_clusters
 from app.store import accounts
 from app.store.learning import clusters

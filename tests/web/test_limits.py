@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import text
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from tests.support import METRICS_AUTH, REPO, SAMPLES, live_server, make_settings
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()

@@ -9,7 +9,7 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from app.web.app import create_app
 from tests.support import make_settings
 

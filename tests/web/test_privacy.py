@@ -11,7 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from app.core.stored import StoredDiagnosis
 from app.retention import purge_once
 from app.store.db import make_engine, make_sessionmaker

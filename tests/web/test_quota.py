@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from app.cli import main
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from tests.conftest import BACKENDS, database_for
 from tests.support import SAMPLES, LiveServer, live_server, make_settings
 

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli import main
-from app.core.diagnose import diagnose
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
 from app.remote import padded_log, retry_after_seconds
 from tests.support import SAMPLES, LiveServer, live_server, make_settings
@@ -78,7 +78,7 @@ def test_remote_sends_the_evidence_and_prints_the_permalink(
 
 
 def test_excerpt_as_text_keeps_line_numbers_for_older_servers(library: Library, big_log: Path) -> None:
-    from app.core.evidence import prefilter_spec, select_evidence
+    from app.core.selection.rules import prefilter_spec, select_evidence
 
     with big_log.open("rb") as f:
         excerpt = select_evidence(iter(lambda: f.read(1 << 20), b""), prefilter_spec(library))

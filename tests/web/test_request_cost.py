@@ -11,7 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import event, select
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from app.store.tables import QuotaUsageRow
 from app.web import service
 from app.web.service import Gate

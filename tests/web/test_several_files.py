@@ -13,8 +13,8 @@ import httpx
 import pytest
 import yaml
 
-from app.core.diagnose import diagnose_many
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose_many
+from app.core.knowledge.loading import Library
 from app.web.archive import MAX_FILES
 from tests.support import REPO, LiveServer
 from tests.web.conftest import LIMIT

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from app.store.accounts import canonical_email
 from tests.conftest import BACKENDS, database_for
 from tests.support import LiveServer, live_server, make_settings

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from itsdangerous import BadSignature, TimestampSigner
 
-from app.core.library import Library
+from app.core.knowledge.loading import Library
 from app.store import accounts
 from app.web.identity import CSRF_COOKIE, SESSION_COOKIE, csrf_signer, session_cookie, session_signer
 from tests.conftest import BACKENDS, database_for

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.diagnose import diagnose
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.knowledge.loading import Library
 from app.web.pages import TimelineEntry, _timeline
 from app.web.timeline import MAX_LANES, duration, job_picture
 from bench.loggen import failure_cascade

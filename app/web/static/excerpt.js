@@ -2,7 +2,7 @@
 //
 // A file picked or dropped on a form marked `data-excerpt` is read here in blocks
 // (streams: never the whole file in memory). The rules and patterns come from the
-// server (GET /api/v1/signatures/prefilter.json; app/core/evidence.py defines them and
+// server (GET /api/v1/signatures/prefilter.json; app/core/selection/rules.py defines them and
 // implements the same rules in Python): the head and tail of the log, every line a
 // library pattern or an error marker matches (capped per pattern), context around the
 // first matches, the last progress lines. The page shows what it kept, and on submit

@@ -24,11 +24,11 @@ import re2
 import regex
 from pydantic import ValidationError
 
-from app.core import builtin
-from app.core.rewrites import frame_anchors, relaxed
-from app.core.scoring import Measured
-from app.core.signature import Pattern, Signature
-from app.core.similar import SimilarIndex
+from app.core.engine.rewrites import frame_anchors, relaxed
+from app.core.knowledge import builtin
+from app.core.knowledge.schema import Pattern, Signature
+from app.core.knowledge.scoring import Measured
+from app.core.knowledge.similar import SimilarIndex
 from app.errors import Issue, LibraryError
 
 if TYPE_CHECKING:

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
-from app.core.library import Library
+from app.core.engine.re2calls import TextMatch, find, search_text
+from app.core.engine.reader import Block, Chunk, count_newlines, make_line
+from app.core.knowledge.loading import Library
 from app.core.models import Line
-from app.core.re2calls import TextMatch, find, search_text
-from app.core.reader import Block, Chunk, count_newlines, make_line
-from app.core.redact import DEFAULT, Redactor
+from app.core.redaction.redactor import DEFAULT, Redactor
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

@@ -3,7 +3,7 @@
 Each rule has a `type` (the placeholder says `[REDACTED:<type>]`), an RE2 pattern (no
 lookaround, no backreferences, every repeat followed by a literal bounded), the group
 that is replaced (0 = the whole match), an optional `guard` (a named false-positive check
-in app/core/redact.py, for patterns that are too loose alone), `hints` (lower-case
+in app/core/redaction/redactor.py, for patterns that are too loose alone), `hints` (lower-case
 substrings one of which a line must contain for the rule to run: a cheap prefilter), the
 `group` of rules it belongs to (`network` rules can be switched off), and test strings:
 `positive` lines must be redacted by this rule, `negative` lines must come out unchanged

@@ -22,7 +22,7 @@ class Links:
 
 
 def _text(d: Diagnosis, links: Links) -> str:
-    from app.core.render import render_text
+    from app.core.rendering.text import render_text
 
     text = render_text(d, base_url=links.base_url)
     return text + (f"Full diagnosis: {links.permalink}\n" if links.permalink else "")
@@ -33,26 +33,26 @@ def _json(d: Diagnosis, _links: Links) -> str:
 
 
 def _markdown(d: Diagnosis, links: Links) -> str:
-    from app.core.render import render_markdown
+    from app.core.rendering.text import render_markdown
 
     return render_markdown(d, permalink=links.permalink, base_url=links.base_url)
 
 
 def _sarif(d: Diagnosis, links: Links) -> str:
-    from app.core.formats import render_sarif
+    from app.core.rendering.ci import render_sarif
 
     report = render_sarif(d, tool_version=links.tool_version, base_url=links.base_url, permalink=links.permalink)
     return json.dumps(report, indent=2) + "\n"
 
 
 def _junit(d: Diagnosis, links: Links) -> str:
-    from app.core.formats import render_junit
+    from app.core.rendering.ci import render_junit
 
     return render_junit(d, base_url=links.base_url, permalink=links.permalink)
 
 
 def _github(d: Diagnosis, links: Links) -> str:
-    from app.core.formats import render_github
+    from app.core.rendering.ci import render_github
 
     return render_github(d, base_url=links.base_url, permalink=links.permalink)
 

@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import regex
 
-from app.core.fill import fill
-from app.core.library import Library
-from app.core.matcher import FileScan, LineHit
+from app.core.engine.fill import fill
+from app.core.engine.matcher import FileScan, LineHit
+from app.core.engine.versions import parse, same_version, satisfies
+from app.core.knowledge.loading import Library
+from app.core.knowledge.schema import Signature
 from app.core.models import EnvConflict, EnvFact, Environment
-from app.core.signature import Signature
-from app.core.versions import parse, same_version, satisfies
 
 MAX_FACTS = 80  # distinct facts kept: a pip freeze of every package is not the point
 

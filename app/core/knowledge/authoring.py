@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import regex
 
-from app.core.reader import read_lines
-from app.core.redact import Redactor, count_placeholders
+from app.core.engine.reader import read_lines
+from app.core.redaction.redactor import Redactor, count_placeholders
 
 MAX_EXAMPLE_LINES = 200  # an example is an excerpt, not a log
 

@@ -11,9 +11,9 @@ from datetime import datetime
 
 import regex
 
-from app.core.matcher import FileScan
+from app.core.engine.matcher import FileScan
+from app.core.engine.times import year_resolver
 from app.core.models import Line
-from app.core.times import year_resolver
 
 # A rank in a file's name: "rank3.log", "node1-rank3.out", "rank_3.txt", else a number the
 # name ends with: "worker-3.log", "train-3.err" (a bare "node1" is a host, not a rank).

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from app.core.environment import VERSIONED, read_environment, versions_of
-from app.core.hangs import hang_suspect
-from app.core.job import arrange, picked_lines
-from app.core.library import Library
-from app.core.matcher import FileScan, scan_file
+from app.core.engine.environment import VERSIONED, read_environment, versions_of
+from app.core.engine.hangs import hang_suspect
+from app.core.engine.job import arrange, picked_lines
+from app.core.engine.matcher import FileScan, scan_file
+from app.core.engine.ranker import find_signatures, harmless, rank_found, unexplained, unrecognised_start
+from app.core.engine.reader import Source, iter_blocks, source_name
+from app.core.knowledge.loading import Library
 from app.core.models import (
     Candidate,
     Diagnosis,
@@ -20,9 +22,7 @@ from app.core.models import (
     Window,
     entry_path,
 )
-from app.core.ranker import find_signatures, harmless, rank_found, unexplained, unrecognised_start
-from app.core.reader import Source, iter_blocks, source_name
-from app.core.redact import DEFAULT, Redactor, count_placeholders
+from app.core.redaction.redactor import DEFAULT, Redactor, count_placeholders
 from app.errors import EmptyLog
 
 

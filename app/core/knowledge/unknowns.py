@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import regex
 import yaml
 
-from app.core.diagnose import diagnose
-from app.core.library import Library
+from app.core.engine.diagnose import diagnose
+from app.core.engine.prefixes import parse_prefixes
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
-from app.core.prefixes import parse_prefixes
 
 # Masks, most specific first. Each is a placeholder in the template and a bounded class in a
 # draft's fingerprint.

@@ -1,6 +1,6 @@
 """Diagnose an excerpt of a log: lines picked out of a larger file, each with its original number.
 
-A client that reads a large log locally (`app.core.evidence`) sends only some of its
+A client that reads a large log locally (`app.core.selection.rules`) sends only some of its
 lines. The excerpt is scanned like any log, then every line number the scan recorded
 is mapped back to the original file, so the diagnosis, its evidence and the windows
 around it speak of the lines the person has in front of them.
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.diagnose import assemble, scan_sources
-from app.core.library import Library
-from app.core.matcher import FileScan, LineHit
+from app.core.engine.diagnose import assemble, scan_sources
+from app.core.engine.matcher import FileScan, LineHit
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis, ExcerptInfo, Line
 from app.errors import EmptyLog, Invalid
 

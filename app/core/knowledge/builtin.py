@@ -112,7 +112,7 @@ PATTERNS: tuple[tuple[BuiltinKind, str, str], ...] = (
     ("progress", "metric_dict", r"\{'(?:loss|train_loss|eval_loss)': "),
     ("progress", "step", r"(?i)\b(?:step|iteration|iter)[ :=]{1,8}\d{1,9}\b.{0,200}\bloss\b"),
     ("progress", "bar", r"\d%\|.{0,200}\| *\d{1,12}/\d{1,12} \["),
-    # Environment facts (app/core/environment.py reads their groups): versions, hardware,
+    # Environment facts (app/core/engine/environment.py reads their groups): versions, hardware,
     # topology, launcher and scheduler job, each as the log prints it.
     *(("version", name, pattern) for name, pattern in ENVIRONMENT),
 )

@@ -21,10 +21,12 @@ from datetime import datetime
 
 import regex
 
-from app.core.environment import judge_versions
-from app.core.fill import fill
-from app.core.library import Library
-from app.core.matcher import FileScan, LineHit, PatternHits
+from app.core.engine.environment import judge_versions
+from app.core.engine.fill import fill
+from app.core.engine.matcher import FileScan, LineHit, PatternHits
+from app.core.engine.times import began, comparable
+from app.core.knowledge.loading import Library
+from app.core.knowledge.schema import Pattern, Signature
 from app.core.models import (
     LIKELY,
     Candidate,
@@ -37,8 +39,6 @@ from app.core.models import (
     UnknownStart,
     entry_path,
 )
-from app.core.signature import Pattern, Signature
-from app.core.times import began, comparable
 
 SURVIVED_PROGRESS = 10  # progress lines after a failure that mean the run went on
 QUIET_PROGRESS = 3  # fewer suffice when nothing else fails after it (a retry that recovered)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, cast
 
+from app.core.engine.prefixes import parse_prefixes
 from app.core.models import Line
-from app.core.prefixes import parse_prefixes
-from app.core.redact import DEFAULT, Redactor
+from app.core.redaction.redactor import DEFAULT, Redactor
 
 Source = str | Path | bytes | bytearray | memoryview | BinaryIO
 

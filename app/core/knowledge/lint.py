@@ -15,11 +15,11 @@ from pathlib import Path
 import regex
 import yaml
 
-from app.core.diagnose import diagnose
-from app.core.fill import named, required
-from app.core.library import Library, build_library, load_signatures, pattern_problem
-from app.core.signature import Signature
-from app.core.versions import spec_problem
+from app.core.engine.diagnose import diagnose
+from app.core.engine.fill import named, required
+from app.core.engine.versions import spec_problem
+from app.core.knowledge.loading import Library, build_library, load_signatures, pattern_problem
+from app.core.knowledge.schema import Signature
 from app.errors import EmptyLog, Issue, LibraryError
 
 # Time a backtracking engine (the browser's, Python's) may spend on one hostile line.

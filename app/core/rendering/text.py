@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.core.environment import where
+from app.core.engine.environment import where
+from app.core.engine.times import comparable, span
 from app.core.models import (
     Candidate,
     Diagnosis,
@@ -14,7 +15,6 @@ from app.core.models import (
     Unexplained,
     UnknownStart,
 )
-from app.core.times import comparable, span
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 

@@ -25,10 +25,10 @@ from datetime import datetime
 
 import regex
 
-from app.core.library import Library
-from app.core.matcher import FileScan, LineHit
+from app.core.engine.matcher import FileScan, LineHit
+from app.core.engine.times import comparable, span
+from app.core.knowledge.loading import Library
 from app.core.models import Candidate, HangLine, HangSuspect, Line
-from app.core.times import comparable, span
 
 HANG_IDS = frozenset({"nccl.watchdog_timeout", "dist.gloo_timeout", "dist.heartbeat_monitor_stuck"})
 # The lines only a rank that waited prints (pattern names in signatures/distributed/). Not the

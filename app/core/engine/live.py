@@ -16,8 +16,7 @@ import copy
 from collections import deque
 from datetime import datetime
 
-from app.core.library import Library
-from app.core.matcher import (
+from app.core.engine.matcher import (
     HEAD_TAIL_LINES,
     PROGRESS_TAIL,
     FileScan,
@@ -28,9 +27,10 @@ from app.core.matcher import (
     _last_line,
     _progress_lines,
 )
+from app.core.engine.reader import MAX_CARRY, Chunk, _cut, strip_ansi
+from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
-from app.core.reader import MAX_CARRY, Chunk, _cut, strip_ansi
-from app.core.redact import DEFAULT, Redactor
+from app.core.redaction.redactor import DEFAULT, Redactor
 from app.errors import EmptyLog
 
 TAIL_KEEP = 64 << 10  # bytes of the latest whole lines kept for the file's tail lines
@@ -209,7 +209,7 @@ class LiveJob:
 
     def diagnose(self, *, top: int | None = None, written: datetime | None = None) -> Diagnosis | None:
         """The job's diagnosis so far, or None while nothing but blank lines has arrived."""
-        from app.core.diagnose import assemble  # diagnose imports the matcher this module extends
+        from app.core.engine.diagnose import assemble  # diagnose imports the matcher this module extends
 
         scans = [s.snapshot(i) for i, s in enumerate(self.files.values())]
         if not any(s.bytes for s in scans) or all(s.blank for s in scans):

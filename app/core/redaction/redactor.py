@@ -1,6 +1,6 @@
 """Secret redaction: replace secrets in log text by typed placeholders, in linear time.
 
-The rules are data (app/core/redaction_rules.py). Every pattern runs on RE2, so a hostile
+The rules are data (app/core/redaction/rules.py). Every pattern runs on RE2, so a hostile
 line costs time proportional to its length, never more. A secret is replaced where it
 stands by `[REDACTED:<type>]`: line breaks, line numbers and the words around it stay, so
 evidence and diagnoses read the same. Multi-line PEM private keys are removed by a line
@@ -25,9 +25,9 @@ from typing import Any
 
 import re2
 
-from app.core.re2calls import find
-from app.core.redaction_rules import FILE_SUFFIXES, NOT_SECRET_VALUES, RULES, SECRET_NAME_PAIRS, SECRET_NAME_PARTS
-from app.core.rewrites import open_repeats
+from app.core.engine.re2calls import find
+from app.core.engine.rewrites import open_repeats
+from app.core.redaction.rules import FILE_SUFFIXES, NOT_SECRET_VALUES, RULES, SECRET_NAME_PAIRS, SECRET_NAME_PARTS
 
 MARK = "[REDACTED:"
 PLACEHOLDER = MARK + "{}]"

@@ -1,7 +1,7 @@
 """What the browser needs to pick the evidence out of a large log before sending it.
 
 `GET /api/v1/signatures/prefilter.json` publishes the selection rules and the library's
-patterns in a form the browser's regex engine runs (`app.core.evidence.prefilter_spec`);
+patterns in a form the browser's regex engine runs (`app.core.selection.rules.prefilter_spec`);
 static/excerpt.js applies them and posts the excerpt to `POST /api/v1/diagnoses`.
 """
 
@@ -15,8 +15,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.config import Settings
-from app.core.evidence import SPEC_VERSION, prefilter_spec
-from app.core.library import Library
+from app.core.knowledge.loading import Library
+from app.core.selection.rules import SPEC_VERSION, prefilter_spec
 
 router = APIRouter()
 

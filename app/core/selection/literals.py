@@ -1,6 +1,6 @@
 """Translate library patterns for other regex engines: required literals and JavaScript sources.
 
-A browser picks evidence out of a large log before anything is sent (app/core/evidence.py
+A browser picks evidence out of a large log before anything is sent (app/core/selection/rules.py
 holds the rules). It screens lines with a multi-literal search first and runs a pattern
 only on lines holding one of its *atoms*: literals, one of which every match contains
 (compared in ASCII lower case). Both translations err on the side of keeping lines: a

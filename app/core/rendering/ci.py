@@ -1,6 +1,6 @@
 """Machine-read reports of a `Diagnosis` for CI systems: SARIF 2.1.0, JUnit XML, GitHub annotations.
 
-Pure functions, like `render.py`. Roles map onto severities the same way in every format:
+Pure functions, like `text.py`. Roles map onto severities the same way in every format:
 the initiating failure and the others that ended the run are errors, collateral echoes are
 notes, trouble the run survived is a warning.
 """
@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from urllib.parse import quote
 
 from app.core.models import Candidate, Diagnosis, Evidence
-from app.core.render import environment_lines
+from app.core.rendering.text import environment_lines
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 _LEVEL = {"initiating": "error", "contributing": "error", "collateral": "note"}

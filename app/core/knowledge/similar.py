@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import regex
 
-from app.core.signature import Signature
+from app.core.knowledge.schema import Signature
 
 _WORD = regex.compile(r"[a-z][a-z0-9_]{2,40}")
 _MASK = regex.compile(r"(?:[\w.-]*[/\\][\w./\\-]*)|0x[0-9a-f]+|\b\d[\d.:,]*\b")

@@ -2,7 +2,7 @@
 
 A browser (app/web/static/excerpt.js) or the CLI's remote mode reads a log where it is and
 sends only an excerpt, each line with its number in the original file. The server
-diagnoses the excerpt (`app.core.excerpt`) and reports original line numbers. The rules,
+diagnoses the excerpt (`app.core.selection.excerpt`) and reports original line numbers. The rules,
 which `prefilter_spec` publishes as data and `select_evidence` implements here:
 
 * the first `head` and the last `tail` lines of the log;
@@ -39,11 +39,11 @@ from typing import Any
 
 import re2
 
-from app.core.excerpt import Excerpt
-from app.core.library import Library
-from app.core.literals import atoms, to_js
-from app.core.matcher import KEEP_FIRST, KEEP_LINES, PROGRESS_TAIL
-from app.core.rewrites import byte_superset
+from app.core.engine.matcher import KEEP_FIRST, KEEP_LINES, PROGRESS_TAIL
+from app.core.engine.rewrites import byte_superset
+from app.core.knowledge.loading import Library
+from app.core.selection.excerpt import Excerpt
+from app.core.selection.literals import atoms, to_js
 
 SPEC_VERSION = 1
 HEAD_LINES = 50
@@ -59,7 +59,7 @@ MARKERS: tuple[tuple[str, str], ...] = (
     ("launcher_summary", r"Root Cause \(first observed failure\)|ChildFailedError|\bFAILED\b"),
 )
 
-# The reader's escape-sequence pattern (app.core.reader), for Python's `re` and JavaScript.
+# The reader's escape-sequence pattern (app.core.engine.reader), for Python's `re` and JavaScript.
 ANSI = (
     r"\x1b\[[0-9;:?<=>]{0,64}[ -/]{0,8}[@-~]"
     r"|\x1b\][^\x07\x1b\n]{0,4096}(?:\x07|\x1b\\)"

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from app.core.diagnose import scan_sources
-from app.core.environment import read_environment, versions_of
-from app.core.library import Library
-from app.core.matcher import FileScan
+from app.core.engine.diagnose import scan_sources
+from app.core.engine.environment import read_environment, versions_of
+from app.core.engine.matcher import FileScan
+from app.core.engine.ranker import _Judge, find_signatures, rank_found
+from app.core.engine.reader import Source
+from app.core.knowledge.loading import Library
 from app.core.models import Candidate
-from app.core.ranker import _Judge, find_signatures, rank_found
-from app.core.reader import Source
 from app.errors import NotFound
 
 SHOWN_HITS = 5  # hits listed per pattern and file

@@ -1,0 +1,1 @@
+"""The knowledge: signature files, their schema, loading, linting, authoring and measuring."""

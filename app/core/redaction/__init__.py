@@ -1,0 +1,1 @@
+"""Secret redaction: the rules as data and the linear-time redactor that applies them."""
