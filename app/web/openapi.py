@@ -12,6 +12,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from app.core import models
+from app.core.knowledge import schema
+
 DESCRIPTION = """\
 Tracelore reads the log of a failed ML training run and names the failure that started it, its
 echoes on other ranks, the fix and a command that verifies it.
@@ -67,10 +70,16 @@ SECURITY_SCHEMES = {
     }
 }
 
+
+def _qualified(model: type) -> str:
+    """The name FastAPI gives a model whose class name another model shares: its module path."""
+    return f"{model.__module__}.{model.__qualname__}".replace(".", "__")
+
+
 # Two models share the class name `Window`; FastAPI would name them after their modules.
 RENAMES = {
-    "app__core__models__Window": "Window",
-    "app__core__signature__Window": "PatternWindow",
+    _qualified(models.Window): "Window",
+    _qualified(schema.Window): "PatternWindow",
 }
 
 EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
