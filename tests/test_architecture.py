@@ -46,8 +46,9 @@ LOG_READING = (
     "app.core.engine.job",
     "app.core.selection.excerpt",
 )
-# The core modules that touch files: the log reader, and the library's loading and linting.
-CORE_FILE_IO = {"engine/reader.py", "knowledge/loading.py", "knowledge/lint.py"}
+# The core modules that touch files: the log reader, and the library's loading (with its parse
+# cache) and linting.
+CORE_FILE_IO = {"engine/reader.py", "knowledge/loading.py", "knowledge/parse_cache.py", "knowledge/lint.py"}
 # Calls that read, write or walk files (builtin open, pathlib, os).
 FILE_CALLS = {"open", "read_text", "read_bytes", "walk", "glob", "rglob", "iterdir", "listdir", "scandir"}
 
