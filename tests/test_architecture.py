@@ -42,6 +42,8 @@ WEB_ENTRY_POINTS = {
 LOG_READING = (
     "app.core.engine.reader",
     "app.core.engine.matcher",
+    "app.core.engine.scanner",
+    "app.core.engine.locate",
     "app.core.engine.sniff",
     "app.core.engine.job",
     "app.core.selection.excerpt",

@@ -22,8 +22,8 @@ from datetime import datetime
 import regex
 
 from app.core.engine.environment import judge_versions
+from app.core.engine.file_scan import FileScan, LineHit, PatternHits
 from app.core.engine.fill import fill
-from app.core.engine.matcher import FileScan, LineHit, PatternHits
 from app.core.engine.times import began, comparable
 from app.core.knowledge.loading import Library
 from app.core.knowledge.schema import Pattern, Signature

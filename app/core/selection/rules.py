@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.engine.matcher import KEEP_FIRST, KEEP_LINES, PROGRESS_TAIL
+from app.core.engine.scanner import KEEP_FIRST, KEEP_LINES, PROGRESS_TAIL
 from app.core.knowledge.loading import Library
 from app.core.selection.literals import atoms, to_js
 
