@@ -7,7 +7,7 @@ Debian's Chromium (`/usr/bin/chromium`, or TRACELORE_TEST_CHROMIUM), picks a gen
 log (bench/loggen.py) and waits for the page to show what it kept. The page times its
 own pass (from the first block read to the excerpt, `data-seconds`); the script reports
 MB/s per run and the median, and checks that the page kept exactly the lines
-`app.core.selection.rules.select_evidence` keeps.
+`app.core.selection.selector.select_evidence` keeps.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def browser_pass(log: Path, repeat: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     from app.core.knowledge.loading import load_library
-    from app.core.selection.rules import prefilter_spec, select_evidence
+    from app.core.selection.rules import prefilter_spec
+    from app.core.selection.selector import select_evidence
 
     scratch = Path(tempfile.mkdtemp(prefix="tracelore-bench-browser-"))
     server_args = argparse.Namespace(workers=1, connections=4, signatures=None)

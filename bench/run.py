@@ -246,7 +246,8 @@ def waiting(args: argparse.Namespace) -> None:
     from app.cli.context import scan_threads
     from app.core.engine.diagnose import diagnose
     from app.core.knowledge.loading import load_library
-    from app.core.selection.rules import prefilter_spec, select_evidence
+    from app.core.selection.rules import prefilter_spec
+    from app.core.selection.selector import select_evidence
 
     args.out.mkdir(parents=True, exist_ok=True)
     tracelore = str(Path(sys.executable).with_name("tracelore"))

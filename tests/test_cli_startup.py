@@ -52,6 +52,8 @@ NOT_IMPORTED = (
     "app.cli.corpus",
     "app.cli.unknowns",
     "app.cli.watch",
+    "app.cli.watch_reports",
+    "app.cli.watch_sources",
 )
 
 # Runs the command as `python -m app` does, then writes the names of the modules it imported.

@@ -15,7 +15,8 @@ from app.core.knowledge.authoring import AuthoringError, append_example, cut_exc
 from app.core.knowledge.explain import explain, render_explanation
 from app.core.knowledge.lint import FILE_CHECKS, check_examples, load_taxonomy
 from app.core.knowledge.lint import lint as run_lint
-from app.core.knowledge.loading import TAXONOMY_FILE, load_library, parse_signature
+from app.core.knowledge.loading import TAXONOMY_FILE, load_library
+from app.core.knowledge.parsing import parse_signature
 from app.errors import LibraryError, TraceloreError
 
 

@@ -79,7 +79,8 @@ def _remote(
             payload = stream.read()
             click.echo(f"Sending {name}: the whole log, {human_size(len(payload))}", err=True)
             return post_log(server, payload, filename=filename, **options)
-        from app.core.selection.rules import prefilter_spec, select_evidence
+        from app.core.selection.rules import prefilter_spec
+        from app.core.selection.selector import select_evidence
 
         older = spec is None  # a server from before excerpts: same rules from the local library, sent as text
         excerpt = select_evidence(

@@ -9,10 +9,7 @@ the end of standard input or a signal.
 from __future__ import annotations
 
 import contextlib
-import os
-import select
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -23,12 +20,13 @@ from pathlib import Path
 import click
 
 from app.cli.options import SIGNATURES
+from app.cli.watch_reports import Notifier, Permalinks
+from app.cli.watch_sources import Files, Stdin
 from app.core.engine.live import LiveJob
-from app.core.engine.reader import BLOCK
 from app.core.models import Diagnosis
 from app.core.rendering.text import render_text
 from app.heap import fix_mmap_threshold
-from app.watch import Follower, Waiter
+from app.watch import Follower
 
 # Diagnose at most this often while lines pour in: ranking a job of many files costs tens of
 # milliseconds a time; reports still come well within 2 s of their line.
@@ -38,7 +36,6 @@ RESCAN_EVERY = 5.0
 # With --exit-on and only echoes found (a peer closed, a watchdog fired), how long to wait for
 # the failure they echo to land in another rank's file before ending without it.
 ECHO_WAIT = 10.0
-NOTIFY_TIMEOUT = 60.0  # seconds a --notify command may run
 
 
 def picture(d: Diagnosis | None) -> tuple[object, ...]:
@@ -56,193 +53,6 @@ def _found(d: Diagnosis | None, level: str) -> bool:
     from app.cli.diagnose import failed as _failed
 
     return d is not None and _failed(d, level)
-
-
-class _Stdin:
-    """Standard input as a source: what is there now, without blocking past a timeout."""
-
-    def __init__(self, job: LiveJob) -> None:
-        self.fd = sys.stdin.buffer.fileno()
-        self.live = job.file("<stdin>")
-        self.ended = False
-        self.mode = "standard input"
-
-    def wait(self, timeout: float) -> None:
-        # Short waits: a signal sets the stop flag, and select() retries after it.
-        with contextlib.suppress(InterruptedError, OSError, ValueError):
-            select.select([self.fd], [], [], max(0.0, min(timeout, 0.5)))
-
-    def poll(self) -> int:
-        read = 0
-        while not self.ended and read < 16 * BLOCK:
-            try:
-                ready, _, _ = select.select([self.fd], [], [], 0)
-            except (InterruptedError, OSError, ValueError):
-                break
-            if not ready:
-                break
-            data = os.read(self.fd, BLOCK)
-            if not data:
-                self.ended = True
-                break
-            self.live.feed(data)
-            read += len(data)
-        return read
-
-    def flush(self) -> None:
-        self.live.flush()
-
-    def written(self) -> datetime | None:
-        return None  # as `tracelore diagnose -`: a year comes only from the log
-
-    def close(self) -> None:
-        pass
-
-
-class _Files:
-    """Watched files and folders as a source."""
-
-    def __init__(self, job: LiveJob, follower: Follower, *, poll: bool) -> None:
-        self.follower = follower
-        self.waiter = Waiter(follower.watched_dirs(), poll=poll)
-        self.ended = False
-        self.mode = self.waiter.mode
-
-    def wait(self, timeout: float) -> None:
-        if not self.follower.behind:  # catching up with a long file: no event will say there is more
-            self.waiter.wait(timeout)
-
-    def poll(self) -> int:
-        read = self.follower.poll()
-        for problem in self.follower.problems:
-            click.echo(f"tracelore watch: {problem}", err=True)
-        self.follower.problems.clear()
-        return read
-
-    def flush(self) -> None:
-        self.follower.flush()
-
-    def written(self) -> datetime | None:
-        stamp = self.follower.written()
-        return datetime.fromtimestamp(stamp) if stamp is not None else None
-
-    def close(self) -> None:
-        self.waiter.close()
-        self.follower.close()
-
-
-class _Notifier:
-    """Runs --notify commands with the diagnosis JSON on standard input, without holding up the watch."""
-
-    def __init__(self, command: str | None) -> None:
-        self.command = command
-        self.threads: list[threading.Thread] = []
-
-    def send(self, d: Diagnosis) -> None:
-        if not self.command:
-            return
-        payload = d.model_dump_json().encode("utf-8")
-        thread = threading.Thread(target=self._run, args=(self.command, payload), daemon=True)
-        thread.start()
-        self.threads = [t for t in self.threads if t.is_alive()] + [thread]
-
-    @staticmethod
-    def _run(command: str, payload: bytes) -> None:
-        try:
-            done = subprocess.run(
-                command, shell=True, input=payload, timeout=NOTIFY_TIMEOUT, check=False, capture_output=True
-            )
-        except subprocess.TimeoutExpired:
-            click.echo(
-                f"tracelore watch: --notify command still running after {NOTIFY_TIMEOUT:.0f} s: stopped", err=True
-            )
-            return
-        except OSError as exc:
-            click.echo(f"tracelore watch: --notify command could not start: {exc}", err=True)
-            return
-        if done.returncode != 0:
-            detail = done.stderr.decode("utf-8", errors="replace").strip()[-500:]
-            click.echo(f"tracelore watch: --notify command exited {done.returncode}: {detail}", err=True)
-
-    def join(self) -> None:
-        deadline = time.monotonic() + NOTIFY_TIMEOUT
-        for thread in self.threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-
-
-# Permalinks asked of --server per run at most: each one counts against the daily allowance.
-MAX_PERMALINKS = 3
-
-
-class _Permalinks:
-    """With --server: the evidence of the initiating failure's file sent once per new picture.
-
-    Sent in the background (the watch never waits on the network); the permalink is said on
-    standard error when it comes back.
-    """
-
-    def __init__(self, server: str | None, api_key: str | None, top: int | None) -> None:
-        self.server, self.api_key, self.top = server, api_key, top
-        self.sent: set[tuple[object, ...]] = set()
-        self.threads: list[threading.Thread] = []
-
-    def send(self, d: Diagnosis, job: LiveJob) -> None:
-        if not self.server or not d.candidates or len(self.sent) >= MAX_PERMALINKS:
-            return
-        first = next((c for c in d.candidates if c.role == "initiating"), d.candidates[0])
-        key = (first.id, first.file, first.line)
-        if key in self.sent:
-            return
-        self.sent.add(key)
-        excerpt = _excerpt(d, first.file)
-        scan = next((s for s in job.files.values() if s.name == first.file), None)
-        total_lines = max(scan.lines if scan else 0, excerpt[-1][0] if excerpt else 0)
-        total_bytes = scan.fed if scan else 0
-        name = Path(first.file or "log").name
-        thread = threading.Thread(target=self._post, args=(excerpt, total_lines, total_bytes, name), daemon=True)
-        thread.start()
-        self.threads.append(thread)
-
-    def _post(self, excerpt: list[tuple[int, str]], total_lines: int, total_bytes: int, name: str) -> None:
-        from app.remote import RemoteError, post_excerpt
-
-        assert self.server is not None
-        try:
-            result = post_excerpt(
-                self.server,
-                excerpt,
-                total_lines=total_lines,
-                total_bytes=total_bytes,
-                filename=name,
-                top=self.top,
-                api_key=self.api_key,
-                max_wait=0,
-                notify=lambda message: click.echo(f"tracelore watch: {message}", err=True),
-            )
-        except (RemoteError, OSError) as exc:
-            click.echo(f"tracelore watch: --server: {exc}", err=True)
-            return
-        if result.url:
-            click.echo(f"tracelore watch: full diagnosis: {result.url}", err=True)
-
-    def join(self) -> None:
-        for thread in self.threads:
-            thread.join(NOTIFY_TIMEOUT)
-
-
-def _excerpt(d: Diagnosis, file: str | None) -> list[tuple[int, str]]:
-    """The lines of one file a diagnosis shows (evidence, unexplained, the unrecognised start)."""
-    lines: dict[int, str] = {}
-    for c in d.candidates:
-        for e in c.evidence:
-            if e.file == file:
-                lines[e.line] = e.text
-    for u in d.unexplained:
-        if u.file == file:
-            lines[u.line] = u.text
-    if d.unrecognised_start is not None and d.unrecognised_start.file == file:
-        lines[d.unrecognised_start.line] = d.unrecognised_start.text
-    return sorted(lines.items())
 
 
 @click.command("watch")
@@ -324,12 +134,12 @@ def watch_command(
                 raise click.UsageError(f"cannot watch {p}: its folder {path.parent} does not exist")
     library = _library(signatures)
     job = LiveJob(library)
-    source: _Stdin | _Files
+    source: Stdin | Files
     if paths == ("-",):
-        source = _Stdin(job)
+        source = Stdin(job)
     else:
-        source = _Files(job, Follower(job, follower_files, follower_dirs), poll=poll)
-    permalinks = _Permalinks(server, api_key, top)
+        source = Files(job, Follower(job, follower_files, follower_dirs), poll=poll)
+    permalinks = Permalinks(server, api_key, top)
     status = _run(
         job,
         source,
@@ -346,7 +156,7 @@ def watch_command(
 
 def _run(
     job: LiveJob,
-    source: _Stdin | _Files,
+    source: Stdin | Files,
     *,
     exit_on: str,
     settle: float,
@@ -354,17 +164,17 @@ def _run(
     notify: str | None,
     fmt: str,
     top: int | None,
-    permalinks: _Permalinks,
+    permalinks: Permalinks,
 ) -> int:
     stop = threading.Event()
 
     def stopping() -> None:
         stop.set()
-        if isinstance(source, _Files):
+        if isinstance(source, Files):
             source.waiter.stop.set()  # wakes a wait on the kernel's events
 
     previous = _on_signals(stopping)
-    notifier = _Notifier(notify)
+    notifier = Notifier(notify)
     shown: tuple[object, ...] = ()
     reports = 0
     click.echo(f"tracelore watch: following {_describe(source)} ({source.mode}); Ctrl-C ends", err=True)
@@ -443,8 +253,8 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
-def _describe(source: _Stdin | _Files) -> str:
-    if isinstance(source, _Stdin):
+def _describe(source: Stdin | Files) -> str:
+    if isinstance(source, Stdin):
         return "standard input"
     names = [str(f) for f in source.follower.files] + [f"{d}/" for d in source.follower.dirs]
     return ", ".join(names)

@@ -11,13 +11,15 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.core.knowledge.loading import Library
 from app.web.identity import Subject as Subject  # re-exported: routes import it from here
 from app.web.identity import needs_database, resolve_subject
 from app.web.metrics import Metrics
+from app.web.sessions import Sessions as Sessions  # re-exported: routes import it from here
+from app.web.sessions import sessions_of
 
 
 async def get_settings(request: Request) -> Settings:
@@ -38,13 +40,9 @@ async def get_metrics(request: Request) -> Metrics:
     return metrics
 
 
-Sessions = sessionmaker[Session]
-
-
 async def get_sessions(request: Request) -> Sessions:
     """The app's session factory, for a route that runs its own short transactions."""
-    sessions: Sessions = request.app.state.sessionmaker
-    return sessions
+    return sessions_of(request)
 
 
 def get_session(sessions: Annotated[Sessions, Depends(get_sessions)]) -> Iterator[Session]:
@@ -53,15 +51,15 @@ def get_session(sessions: Annotated[Sessions, Depends(get_sessions)]) -> Iterato
         yield session
 
 
-async def get_subject(request: Request) -> Subject:
+async def get_subject(request: Request, sessions: Annotated[Sessions, Depends(get_sessions)]) -> Subject:
     """The caller: an account (API key or session cookie) or an anonymous client address.
 
     An anonymous caller is a keyed hash of the client address, worked out here on the event
     loop; a caller whose key or session needs the database is looked up in a worker thread.
     """
     if needs_database(request):
-        return await run_in_threadpool(resolve_subject, request)
-    return resolve_subject(request)
+        return await run_in_threadpool(resolve_subject, request, sessions)
+    return resolve_subject(request, sessions)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

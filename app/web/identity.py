@@ -36,6 +36,7 @@ from starlette.datastructures import URL
 from app.config import Settings
 from app.errors import BadInput, Forbidden, NotReady, Unauthorized
 from app.store.accounts import Account, ApiKey, key_account, server_secret, session_account, utcnow
+from app.web.sessions import Sessions, sessions_of
 
 SESSION_COOKIE = "tracelore_session"
 CSRF_COOKIE = "tracelore_csrf"
@@ -68,7 +69,7 @@ def secret(request: Request) -> bytes:
             cached = settings.secret_key.encode()
         else:
             try:
-                with state.sessionmaker.begin() as session:
+                with sessions_of(request).begin() as session:
                     cached = server_secret(session, now=clock(request)).encode()
             except SQLAlchemyError as exc:
                 raise NotReady(
@@ -151,11 +152,10 @@ def needs_database(request: Request) -> bool:
     )
 
 
-def resolve_subject(request: Request) -> Subject:
+def resolve_subject(request: Request, sessions: Sessions) -> Subject:
     """The caller: API key, then session cookie, then client address (blocking: a dependency run in a thread)."""
     if any(p in request.query_params for p in KEY_PARAMS):
         raise BadInput("send API keys in the Authorization header (`Bearer <key>`), never in the URL")
-    sessions = request.app.state.sessionmaker
     now = clock(request)
     presented = _bearer(request)
     if presented is not None:

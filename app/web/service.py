@@ -15,8 +15,8 @@ from app.core.knowledge.loading import Library
 from app.core.redaction.redactor import DEFAULT, Redactor
 from app.core.stored import StoredDiagnosis
 from app.errors import Overloaded
-from app.web.jsonbody import ExcerptBody
 from app.web.metrics import Metrics
+from app.web.upload_fields import ExcerptBody
 
 T = TypeVar("T")
 

@@ -28,7 +28,8 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from app.errors import BadInput, Invalid, TooLarge, UnsupportedType
 from app.web.archive import FILE_MEMORY, MAX_FILES, BoundedGunzip, Log, is_tar, unpack
-from app.web.jsonbody import SPOOL_MEMORY, ExcerptBody, JsonBody, human_bytes, too_large
+from app.web.jsonbody import SPOOL_MEMORY, JsonBody, human_bytes, too_large
+from app.web.upload_fields import ExcerptBody
 
 ENVELOPE = 1 << 20  # multipart framing allowed on top of the log size
 FEED = 256 << 10  # JSON text parsed per step in a worker thread

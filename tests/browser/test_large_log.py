@@ -15,7 +15,8 @@ from playwright.sync_api import Page, Request, Route, expect
 from app.core.engine.diagnose import diagnose
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
-from app.core.selection.rules import prefilter_spec, select_evidence
+from app.core.selection.rules import prefilter_spec
+from app.core.selection.selector import select_evidence
 from bench.loggen import generate
 from tests.support import LiveServer
 

@@ -13,7 +13,8 @@ from app.core.engine.diagnose import diagnose
 from app.core.knowledge.loading import Library
 from app.core.selection.excerpt import Excerpt, diagnose_excerpt
 from app.core.selection.literals import atoms, to_js
-from app.core.selection.rules import Selector, physical_lines, prefilter_spec, select_evidence
+from app.core.selection.rules import prefilter_spec
+from app.core.selection.selector import Selector, physical_lines, select_evidence
 from app.errors import EmptyLog, Invalid
 from bench.loggen import generate
 from tests.core.conftest import library as build

@@ -71,7 +71,7 @@ def test_a_cached_library_is_read_without_parsing_yaml(
     def no_yaml(*_: object) -> None:
         raise AssertionError("the cache was not used")
 
-    monkeypatch.setattr(library_module, "_parse", no_yaml)
+    monkeypatch.setattr(library_module, "parse", no_yaml)
     again = load_library(library_copy, cache=cache)
     assert again.version == first.version and again.regexes == first.regexes
 

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import regex
 
-from app.core.engine.matcher import KEEP_FIRST, KEEP_LINES, NARROW_FROM, FileScan, matching_lines, scan_file
+from app.core.engine.file_scan import FileScan
+from app.core.engine.matcher import matching_lines, scan_file
 from app.core.engine.re2calls import find
 from app.core.engine.reader import Block, Chunk, count_newlines, iter_blocks, iter_chunks, make_line
+from app.core.engine.scanner import KEEP_FIRST, KEEP_LINES, NARROW_FROM
 from app.core.knowledge.loading import Library
 from bench.dense import library_examples
 from bench.loggen import generate

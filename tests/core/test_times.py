@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.core.engine.diagnose import diagnose, diagnose_many
+from app.core.engine.found import Position
 from app.core.engine.prefixes import parse_prefixes
-from app.core.engine.ranker import Position
 from app.core.engine.times import Yearless, span, year_resolver
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from app import watch as watch_module
-from app.core.engine import matcher
+from app.core.engine import scanner as scanner_module
 from app.core.engine.live import HEAD_KEEP, TAIL_KEEP, LiveJob, LiveScan
-from app.core.engine.matcher import KEEP_ERRORS, KEEP_FIRST, PROGRESS_TAIL, UNSETTLED_CHUNKS
 from app.core.engine.reader import MAX_CARRY
+from app.core.engine.scanner import KEEP_ERRORS, KEEP_FIRST, PROGRESS_TAIL, UNSETTLED_CHUNKS
 from app.core.knowledge.loading import Library
 from app.watch import KEEP_ROTATED, Follower
 from bench.loggen import _noise, failure_cascade
@@ -43,7 +43,7 @@ def _assert_capped(scan: LiveScan, library: Library) -> None:
     assert len(scanner.located) <= len(library.compiled)
     errors = scanner.plan.error
     for idx, hits in scanner.scan.hits.items():
-        assert len(hits.lines) <= matcher.KEEP_LINES
+        assert len(hits.lines) <= scanner_module.KEEP_LINES
         assert len(hits.first) <= (KEEP_ERRORS if idx in errors else KEEP_FIRST)
     assert sum(len(h.first) for i, h in scanner.scan.hits.items() if i in errors) <= KEEP_ERRORS
 
@@ -53,7 +53,7 @@ def test_a_long_rotating_job_keeps_every_structure_under_its_cap(
 ) -> None:
     # Caps small enough to be reached within the test's blocks and rotations.
     monkeypatch.setattr(watch_module, "REMEMBER_ROTATED", 3)
-    monkeypatch.setattr(matcher, "KEEP_LINES", 128)
+    monkeypatch.setattr(scanner_module, "KEEP_LINES", 128)
     job = LiveJob(library)
     follower = Follower(job, [], [tmp_path])
     rng, step = random.Random(7), 0

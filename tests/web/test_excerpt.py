@@ -11,7 +11,8 @@ import pytest
 
 from app.core.engine.diagnose import diagnose
 from app.core.knowledge.loading import Library
-from app.core.selection.rules import prefilter_spec, select_evidence
+from app.core.selection.rules import prefilter_spec
+from app.core.selection.selector import select_evidence
 from tests.support import SAMPLES, LiveServer
 from tests.web.test_api import rejected
 

@@ -78,7 +78,8 @@ def test_remote_sends_the_evidence_and_prints_the_permalink(
 
 
 def test_excerpt_as_text_keeps_line_numbers_for_older_servers(library: Library, big_log: Path) -> None:
-    from app.core.selection.rules import prefilter_spec, select_evidence
+    from app.core.selection.rules import prefilter_spec
+    from app.core.selection.selector import select_evidence
 
     with big_log.open("rb") as f:
         excerpt = select_evidence(iter(lambda: f.read(1 << 20), b""), prefilter_spec(library))

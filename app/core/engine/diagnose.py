@@ -6,10 +6,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from app.core.engine.environment import VERSIONED, read_environment, versions_of
+from app.core.engine.file_scan import FileScan
 from app.core.engine.hangs import hang_suspect
 from app.core.engine.job import arrange, picked_lines
-from app.core.engine.matcher import FileScan, scan_file
-from app.core.engine.ranker import find_signatures, harmless, rank_found, unexplained, unrecognised_start
+from app.core.engine.left_over import harmless, unexplained, unrecognised_start
+from app.core.engine.matcher import scan_file
+from app.core.engine.ranker import find_signatures, rank_found
 from app.core.engine.reader import Source, iter_blocks, source_name
 from app.core.knowledge.loading import Library
 from app.core.models import (

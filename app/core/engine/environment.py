@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import regex
 
+from app.core.engine.file_scan import FileScan, LineHit
 from app.core.engine.fill import fill
-from app.core.engine.matcher import FileScan, LineHit
 from app.core.engine.versions import parse, same_version, satisfies
 from app.core.knowledge.loading import Library
 from app.core.knowledge.schema import Signature

@@ -25,7 +25,7 @@ from datetime import datetime
 
 import regex
 
-from app.core.engine.matcher import FileScan, LineHit
+from app.core.engine.file_scan import FileScan, LineHit
 from app.core.engine.times import comparable, span
 from app.core.knowledge.loading import Library
 from app.core.models import Candidate, HangLine, HangSuspect, Line

@@ -11,7 +11,7 @@ from datetime import datetime
 
 import regex
 
-from app.core.engine.matcher import FileScan
+from app.core.engine.file_scan import FileScan
 from app.core.engine.times import year_resolver
 from app.core.models import Line
 

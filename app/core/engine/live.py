@@ -16,18 +16,10 @@ import copy
 from collections import deque
 from datetime import datetime
 
-from app.core.engine.matcher import (
-    HEAD_TAIL_LINES,
-    PROGRESS_TAIL,
-    FileScan,
-    LineHit,
-    PatternHits,
-    _edge_lines,
-    _FileScanner,
-    _last_line,
-    _progress_lines,
-)
+from app.core.engine.file_scan import FileScan, LineHit, PatternHits
+from app.core.engine.locate import last_hit_line, progress_lines
 from app.core.engine.reader import MAX_CARRY, Chunk, _cut, strip_ansi
+from app.core.engine.scanner import HEAD_TAIL_LINES, PROGRESS_TAIL, FileScanner, read_edge_lines
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
 from app.core.redaction.redactor import DEFAULT, Redactor
@@ -44,7 +36,7 @@ class LiveScan:
         self.name = name
         self._library = library
         self._redactor = redactor
-        self._scanner = _FileScanner(library, FileScan(name=name, index=index), redactor)
+        self._scanner = FileScanner(library, FileScan(name=name, index=index), redactor)
         self._progress_patterns = [library.compiled[i] for i in self._scanner.plan.progress]
         self._carry = b""  # an unfinished last line, held until its newline arrives
         self._line = 1  # number of the next chunk's first line
@@ -84,7 +76,7 @@ class LiveScan:
         probe = scanner.probe(chunk)
         scanner.apply(probe)
         if probe.progress:
-            self._progress.extend(_progress_lines(self._progress_patterns, chunk, 0))
+            self._progress.extend(progress_lines(self._progress_patterns, chunk, 0))
         if len(self._head) < HEAD_KEEP and self._head.count(b"\n") <= HEAD_TAIL_LINES:
             self._head += data[: HEAD_KEEP - len(self._head)]
         self._keep_tail(data)
@@ -163,15 +155,15 @@ class LiveScan:
             blank=live.blank,
         )
         for idx, piece in scanner.unsettled.items():  # what finish() would settle, looked up on the copy
-            last = _last_line(self._library.compiled[idx], piece.read())
+            last = last_hit_line(self._library.compiled[idx], piece.read())
             if last is not None:
                 scan.hits[idx].last_line = last
         if self._head:  # scan_file reads them off its first chunk, which holds more than a first append
             head = Chunk(self._head, 1, False, self._head.count(b"\n"), self.name)
-            scan.edge_lines.extend(_edge_lines(head, head=True, redactor=self._redactor))
+            scan.edge_lines.extend(read_edge_lines(head, head=True, redactor=self._redactor))
         if self._tail:
             tail = Chunk(self._tail, self._tail_first, False, self._tail.count(b"\n"), self.name)
-            scan.edge_lines.extend(_edge_lines(tail, head=False, redactor=self._redactor))
+            scan.edge_lines.extend(read_edge_lines(tail, head=False, redactor=self._redactor))
         return scan
 
 

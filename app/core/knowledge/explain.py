@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from app.core.engine.diagnose import scan_sources
 from app.core.engine.environment import read_environment, versions_of
-from app.core.engine.matcher import FileScan
+from app.core.engine.file_scan import FileScan
 from app.core.engine.ranker import _Judge, find_signatures, rank_found
 from app.core.engine.reader import Source
 from app.core.knowledge.loading import Library

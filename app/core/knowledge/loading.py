@@ -7,13 +7,10 @@ error at a time).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
-import marshal
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +23,15 @@ from pydantic import ValidationError
 
 from app.core.engine.rewrites import frame_anchors, relaxed
 from app.core.knowledge import builtin
+from app.core.knowledge.parse_cache import ParseCache
+from app.core.knowledge.parsing import parse
 from app.core.knowledge.schema import Pattern, Signature
 from app.core.knowledge.scoring import Measured
 from app.core.knowledge.similar import SimilarIndex
 from app.errors import Issue, LibraryError
 
 if TYPE_CHECKING:
-    import yaml
+    pass
 
 TAXONOMY_FILE = "taxonomy.yaml"  # the list of failure classes, beside the signature folders
 MEASURED_FILE = "measured.json"  # what `tracelore eval` measured per signature, beside them too
@@ -172,87 +171,6 @@ class Library:
         return MappingProxyType({k: frozenset(v) for k, v in found.items()})
 
 
-@functools.cache
-def _loader() -> Any:
-    """A safe YAML loader that refuses duplicate mapping keys (they silently drop knowledge).
-
-    Built on first use: a start-up that finds the parse cache never imports YAML.
-    """
-    import yaml
-
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: ~10x faster
-
-    class UniqueKeyLoader(base):  # type: ignore[misc, valid-type]  # a base chosen at run time
-        pass
-
-    def construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return loader.construct_mapping(node, deep=deep)
-
-    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    return UniqueKeyLoader
-
-
-def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
-    """The 1-based line of the YAML node at a pydantic error location."""
-    import yaml
-
-    best = node.start_mark.line + 1 if node is not None else None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if k.value == part), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-        else:
-            break
-        if node is None:
-            break
-        best = node.start_mark.line + 1
-    return best
-
-
-def parse_signature(text: str, path: Path) -> tuple[Signature | None, list[Issue]]:
-    """Parse one signature file; return it or the located issues."""
-    sig, _, issues = _parse(text, path)
-    return sig, issues
-
-
-def _parse(text: str, path: Path) -> tuple[Signature | None, Any, list[Issue]]:
-    """A signature file's signature (or its located issues) and the YAML data it came from."""
-    import yaml
-
-    loader = _loader()(text)
-    try:  # one parse: the node tree gives line numbers, the same tree gives the data
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        return None, None, [Issue(path, line, f"invalid YAML: {getattr(exc, 'problem', exc)}")]
-    finally:
-        loader.dispose()
-    if not isinstance(data, dict):
-        return None, data, [Issue(path, 1, "a signature file must be a YAML mapping")]
-    try:
-        sig = Signature.model_validate(data)
-    except ValidationError as exc:
-        issues = []
-        errors = exc.errors()
-        deeper = {err["loc"][:i] for err in errors for i in range(len(err["loc"]))}
-        for err in errors:
-            if err["type"] == "too_short" and err["loc"] in deeper:
-                continue  # pydantic's echo of an invalid item below this one
-            where = ".".join(str(p) for p in err["loc"]) or "(file)"
-            issues.append(Issue(path, _line_of(node, err["loc"]), f"{where}: {err['msg']}"))
-        return None, data, issues
-    return sig, data, []
-
-
 _MULTILINE = "patterns match one line; remove the newline"
 
 
@@ -379,54 +297,7 @@ def _placement(path: Path, root: Path, sig: Signature) -> list[Issue]:
     return issues
 
 
-class _ParseCache:
-    """The parsed YAML of a valid library, kept beside nothing else of the library, with the
-    library's version (its digest costs as much as reading the data).
-
-    libyaml takes ~0.2 s for the shipped files: that was most of a command's start-up. The
-    data is kept in `marshal`'s format, the one Python's own byte code cache uses: it loads
-    in half the time of the same data as JSON (~6 ms against ~13 ms for 1.9 MB) and holds
-    exactly what it was given. The key is a digest of every file's path and bytes, so an
-    edit, a new file or a removed one misses; signatures are validated afresh on every load.
-    Only plain data is kept, and a cache that cannot be written (or read back) is skipped.
-    """
-
-    def __init__(self, directory: Path, root: Path, files: list[tuple[Path, bytes]]) -> None:
-        where = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-        self.file = directory / f"signatures-{where}.marshal"
-        digest = hashlib.sha256()
-        for path, data in files:
-            digest.update(f"{path.relative_to(root)}\0{len(data)}\0".encode())
-            digest.update(data)
-        self.key = digest.hexdigest()
-
-    def load(self) -> tuple[list[Any], str] | None:
-        """The parsed files and the library's version, if the cache holds these very files."""
-        try:
-            payload = marshal.loads(self.file.read_bytes())
-        except (OSError, ValueError, EOFError, TypeError):  # missing, damaged or another Python's
-            return None
-        if not isinstance(payload, dict) or payload.get("key") != self.key:
-            return None
-        data, version = payload.get("data"), payload.get("version")
-        return (data, version) if isinstance(data, list) and isinstance(version, str) else None
-
-    def store(self, data: list[Any], version: str) -> None:
-        try:
-            blob = marshal.dumps({"key": self.key, "version": version, "data": data})
-        except ValueError:
-            return  # a value marshal cannot hold (a YAML date, say): parse the files next time
-        tmp = self.file.with_name(f"{self.file.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(blob)
-            tmp.replace(self.file)  # atomic: a concurrent reader sees the old or the new file
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-
-
-def _from_cache(cache: _ParseCache, files: list[Path], root: Path) -> tuple[list[tuple[Path, Signature]], str] | None:
+def _from_cache(cache: ParseCache, files: list[Path], root: Path) -> tuple[list[tuple[Path, Signature]], str] | None:
     found = cache.load()
     if found is None or len(found[0]) != len(files):
         return None
@@ -443,14 +314,14 @@ def _load(root: Path, cache: Path | None) -> tuple[list[tuple[Path, Signature]],
     files = signature_files(root)
     if not files:
         return [], [Issue(root, None, "no signature files found")], None
-    store = _ParseCache(cache, root, [(path, path.read_bytes()) for path in files]) if cache is not None else None
+    store = ParseCache(cache, root, [(path, path.read_bytes()) for path in files]) if cache is not None else None
     if store is not None and (cached := _from_cache(store, files, root)) is not None:
         return cached[0], [], cached[1]
     loaded: list[tuple[Path, Signature]] = []
     issues: list[Issue] = []
     parsed: list[Any] = []
     for path in files:
-        sig, data, problems = _parse(path.read_text(encoding="utf-8"), path)
+        sig, data, problems = parse(path.read_text(encoding="utf-8"), path)
         issues.extend(problems)
         parsed.append(data)
         if sig is not None:

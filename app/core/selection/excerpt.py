@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.engine.diagnose import assemble, scan_sources
-from app.core.engine.matcher import FileScan, LineHit
+from app.core.engine.file_scan import FileScan, LineHit
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis, ExcerptInfo, Line
 from app.errors import EmptyLog, Invalid

@@ -1,0 +1,54 @@
+"""A signature found in a log, before roles are given, and where its first hit is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from app.core.engine.file_scan import FileScan, LineHit
+from app.core.engine.times import comparable
+from app.core.knowledge.schema import Pattern, Signature
+
+ROOT_RANK_FACT = "root_rank"  # capture name of a launcher's "first observed failure" rank
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a hit is, comparable across files by time and within a file by line."""
+
+    file_index: int
+    line: int
+    time: datetime | None
+
+    def before(self, other: Position) -> bool:
+        """Earlier in time when both lines carry comparable times, else earlier in the log."""
+        a, b = self.time, other.time
+        # A time the job could not give a year (glog, syslog) compares only with its kind.
+        if a is not None and b is not None and comparable(a, b) and a != b:
+            return a < b
+        if self.file_index == other.file_index:
+            return self.line < other.line
+        # Files come in the job's canonical order (job.arrange), never the
+        # order they were given in.
+        return self.file_index < other.file_index
+
+
+@dataclass(slots=True)
+class Found:
+    """A signature that matched, before roles are given."""
+
+    sig: Signature
+    confidence: float
+    first: tuple[FileScan, LineHit]
+    last_line: dict[int, int]  # file index -> last fingerprint line
+    count: int
+    evidence: list[tuple[LineHit, Pattern, str]]
+    facts: dict[str, str]
+    ranks: set[int] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    versions: list[str] = field(default_factory=list)  # what the log's versions mean for it
+
+    @property
+    def position(self) -> Position:
+        scan, hit = self.first
+        return Position(scan.index, hit.line.no, hit.line.time)

@@ -1,0 +1,19 @@
+"""The app's database session factory, read from application state in this one place.
+
+Routes take it as a dependency (`SessionsDep` in app/web/deps.py, built on `sessions_of`);
+code that runs outside a route's dependencies, such as the signing key's first lookup,
+calls `sessions_of` itself.
+"""
+
+from __future__ import annotations
+
+from fastapi import Request
+from sqlalchemy.orm import Session, sessionmaker
+
+Sessions = sessionmaker[Session]
+
+
+def sessions_of(request: Request) -> Sessions:
+    """The session factory create_app made for this request's app."""
+    sessions: Sessions = request.app.state.sessionmaker
+    return sessions
