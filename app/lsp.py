@@ -16,17 +16,21 @@ file per rank) into one job. For the job it publishes:
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 from app import __version__
 from app.core.library import Library
 from app.core.live import LiveJob, LiveScan
 from app.core.models import Candidate, Diagnosis
+from app.lsp_text import LogText
 
 STATUS = "tracelore/status"
 DIAGNOSE_JOB = "tracelore.diagnoseJob"
@@ -57,6 +61,7 @@ class _Doc:
     uri: str
     name: str
     live: LiveScan
+    text: LogText
     fed_lines: int = 0  # lines (each ending in a newline) fed to the scan
     fed_chars: int = 0  # characters of the text those lines take
     rescans: int = 0  # times an edit among the scanned lines made the scan start again from a checkpoint
@@ -90,11 +95,37 @@ def _name(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
+class _Protocol(LanguageServerProtocol):
+    """pygls's protocol, except that the text of an open document is kept by the server (a
+    `LogText`), not by pygls's workspace: its document rebuilds a tuple of every line on each
+    change and copies the whole text on each append (issue #23: memory grew with each block)."""
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: lsp.DidCloseTextDocumentParams) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CLOSE)) is not None:
+            yield handler, (params,), None
+
+
 class TraceloreServer(LanguageServer):
     """The server: documents, their scans and the last diagnosis of each job."""
 
     def __init__(self, library: Library, *, base_url: str = "") -> None:
-        super().__init__("tracelore", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "tracelore",
+            __version__,
+            text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+            protocol_cls=_Protocol,
+        )
         self.library = library
         self.base_url = base_url.rstrip("/")  # empty: entries are named by path, not linked
         self.docs: dict[str, _Doc] = {}
@@ -102,37 +133,41 @@ class TraceloreServer(LanguageServer):
 
     # -- scanning ---------------------------------------------------------------------------
 
-    def _text(self, uri: str) -> str:
-        return self.workspace.get_text_document(uri).source
-
-    def open(self, uri: str) -> None:
+    def open(self, uri: str, text: str) -> None:
         name = _name(uri)
-        self.docs[uri] = _Doc(uri, name, LiveScan(self.library, name=name), job={uri})
-        self._feed(self.docs[uri], self._text(uri))
+        self.docs[uri] = _Doc(uri, name, LiveScan(self.library, name=name), LogText(uri, text), job={uri})
+        self._feed(self.docs[uri])
 
-    def _feed(self, doc: _Doc, text: str) -> None:
+    def _feed(self, doc: _Doc) -> None:
         """Feed the whole lines after those already fed, in blocks with a checkpoint after each."""
-        end = text.rfind("\n") + 1
-        while end > doc.fed_chars:
+        rest = doc.text.since(doc.fed_chars)  # only what was not fed: an append reads what it appended
+        end = rest.rfind("\n") + 1
+        start = 0
+        while end > start:
             cut = end
-            if cut - doc.fed_chars > CHECKPOINT_CHARS:
-                cut = text.rfind("\n", doc.fed_chars, doc.fed_chars + CHECKPOINT_CHARS) + 1 or end
-            block = text[doc.fed_chars : cut]
+            if cut - start > CHECKPOINT_CHARS:
+                cut = rest.rfind("\n", start, start + CHECKPOINT_CHARS) + 1 or end
+            block = rest[start:cut]
             doc.live.feed(block.encode("utf-8", errors="replace"))
             doc.fed_lines += block.count("\n")
-            doc.fed_chars = cut
+            doc.fed_chars += cut - start
+            start = cut
             doc.checkpoint()
 
     def changed(self, uri: str, changes: list[lsp.TextDocumentContentChangeEvent]) -> None:
         doc = self.docs.get(uri)
-        if doc is None:
-            self.open(uri)
+        if doc is None:  # not opened: a change of the whole text is all there is to go on
+            whole = [c.text for c in changes if isinstance(c, lsp.TextDocumentContentChangeWholeDocument)]
+            self.open(uri, whole[-1] if whole else "")
             return
+        doc.text.read = 0
+        for change in changes:
+            doc.text.apply(change, self.workspace.position_codec)
         # The first line a change touches (a change of the whole text: the top).
         first = min(c.range.start.line if isinstance(c, lsp.TextDocumentContentChangePartial) else 0 for c in changes)
         if first < doc.fed_lines:  # an edit among the scanned lines: what was scanned below it no longer holds
             doc.rewind(first, self.library)
-        self._feed(doc, self._text(uri))
+        self._feed(doc)
 
     def closed(self, uri: str) -> None:
         doc = self.docs.pop(uri, None)
@@ -164,11 +199,10 @@ class TraceloreServer(LanguageServer):
         job = LiveJob(self.library)
         for u in members:
             member = self.docs[u]
-            text = self._text(u)
             scan = member.live
-            if len(text) > member.fed_chars:  # a last line without its newline: scanned on a copy
+            if rest := member.text.since(member.fed_chars):  # a last line without its newline: scanned on a copy
                 scan = scan.fork()
-                scan.feed(text[member.fed_chars :].encode("utf-8", errors="replace"))
+                scan.feed(rest.encode("utf-8", errors="replace"))
                 scan.flush()
             job.files[u] = scan
         result = job.diagnose()
@@ -224,6 +258,8 @@ class TraceloreServer(LanguageServer):
                         "lines": self.docs[u].fed_lines,
                         "rescans": self.docs[u].rescans,
                         "rescanned_from": self.docs[u].rescanned_from,
+                        # characters of its text read since its last change (an append: what it appended)
+                        "read": self.docs[u].text.read,
                     }
                     for u in uris
                     if u in self.docs
@@ -400,7 +436,7 @@ def make_server(library: Library, *, base_url: str = "") -> TraceloreServer:
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TraceloreServer, params: lsp.DidOpenTextDocumentParams) -> None:
-        ls.open(params.text_document.uri)
+        ls.open(params.text_document.uri, params.text_document.text)
         ls.diagnose(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
