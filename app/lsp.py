@@ -2,7 +2,7 @@
 
 Each open log is scanned as it is typed or appended to (`app.core.live`): a change below
 the scanned lines feeds only the new lines; an edit among them scans again from the last
-checkpoint above it (a copy of the scan kept every 256 K characters).
+checkpoint above it (a copy of the scan kept every 256 KiB of text).
 An open document is a job of its own until `tracelore.diagnoseJob` groups documents (one
 file per rank) into one job. For the job it publishes:
 
@@ -39,18 +39,18 @@ COPY_VERIFY = "tracelore.copyVerify"
 SOURCE = "tracelore"
 
 
-# A copy of a document's scan is kept every CHECKPOINT_CHARS characters of its text, so an
+# A copy of a document's scan is kept every CHECKPOINT_BYTES bytes of its text (UTF-8), so an
 # edit among the scanned lines scans again only from the last copy above it. At most
 # MAX_CHECKPOINTS are kept (every other one is dropped when there are more): each holds the
 # scan's bounded state, not the text.
-CHECKPOINT_CHARS = 256 << 10
+CHECKPOINT_BYTES = 256 << 10
 MAX_CHECKPOINTS = 32
 
 
 @dataclass
 class _Checkpoint:
     lines: int  # lines fed when it was taken
-    chars: int  # characters of the text those lines take
+    size: int  # bytes of the text those lines take
     scan: LiveScan
 
 
@@ -63,17 +63,17 @@ class _Doc:
     live: LiveScan
     text: LogText
     fed_lines: int = 0  # lines (each ending in a newline) fed to the scan
-    fed_chars: int = 0  # characters of the text those lines take
+    fed_bytes: int = 0  # bytes of the text (UTF-8) those lines take
     rescans: int = 0  # times an edit among the scanned lines made the scan start again from a checkpoint
     rescanned_from: int | None = None  # the line the last of those started from (0: the top)
     checkpoints: list[_Checkpoint] = field(default_factory=list)
     job: set[str] = field(default_factory=set)  # the documents diagnosed together with this one
 
     def checkpoint(self) -> None:
-        last = self.checkpoints[-1].chars if self.checkpoints else 0
-        if self.fed_chars - last < CHECKPOINT_CHARS:
+        last = self.checkpoints[-1].size if self.checkpoints else 0
+        if self.fed_bytes - last < CHECKPOINT_BYTES:
             return
-        self.checkpoints.append(_Checkpoint(self.fed_lines, self.fed_chars, self.live.fork()))
+        self.checkpoints.append(_Checkpoint(self.fed_lines, self.fed_bytes, self.live.fork()))
         if len(self.checkpoints) > MAX_CHECKPOINTS:
             self.checkpoints = self.checkpoints[1::2]
 
@@ -82,9 +82,9 @@ class _Doc:
         self.checkpoints = [c for c in self.checkpoints if c.lines <= line]
         if self.checkpoints:
             back = self.checkpoints[-1]
-            self.live, self.fed_lines, self.fed_chars = back.scan.fork(), back.lines, back.chars
+            self.live, self.fed_lines, self.fed_bytes = back.scan.fork(), back.lines, back.size
         else:
-            self.live, self.fed_lines, self.fed_chars = LiveScan(library, name=self.name), 0, 0
+            self.live, self.fed_lines, self.fed_bytes = LiveScan(library, name=self.name), 0, 0
         self.rescans += 1
         self.rescanned_from = self.fed_lines
 
@@ -140,17 +140,17 @@ class TraceloreServer(LanguageServer):
 
     def _feed(self, doc: _Doc) -> None:
         """Feed the whole lines after those already fed, in blocks with a checkpoint after each."""
-        rest = doc.text.since(doc.fed_chars)  # only what was not fed: an append reads what it appended
-        end = rest.rfind("\n") + 1
+        rest = doc.text.since(doc.fed_bytes)  # only what was not fed: an append reads what it appended
+        end = rest.rfind(b"\n") + 1
         start = 0
         while end > start:
             cut = end
-            if cut - start > CHECKPOINT_CHARS:
-                cut = rest.rfind("\n", start, start + CHECKPOINT_CHARS) + 1 or end
+            if cut - start > CHECKPOINT_BYTES:
+                cut = rest.rfind(b"\n", start, start + CHECKPOINT_BYTES) + 1 or end
             block = rest[start:cut]
-            doc.live.feed(block.encode("utf-8", errors="replace"))
-            doc.fed_lines += block.count("\n")
-            doc.fed_chars += cut - start
+            doc.live.feed(block)
+            doc.fed_lines += block.count(b"\n")
+            doc.fed_bytes += cut - start
             start = cut
             doc.checkpoint()
 
@@ -200,9 +200,9 @@ class TraceloreServer(LanguageServer):
         for u in members:
             member = self.docs[u]
             scan = member.live
-            if rest := member.text.since(member.fed_chars):  # a last line without its newline: scanned on a copy
+            if rest := member.text.since(member.fed_bytes):  # a last line without its newline: scanned on a copy
                 scan = scan.fork()
-                scan.feed(rest.encode("utf-8", errors="replace"))
+                scan.feed(rest)
                 scan.flush()
             job.files[u] = scan
         result = job.diagnose()
@@ -258,7 +258,7 @@ class TraceloreServer(LanguageServer):
                         "lines": self.docs[u].fed_lines,
                         "rescans": self.docs[u].rescans,
                         "rescanned_from": self.docs[u].rescanned_from,
-                        # characters of its text read since its last change (an append: what it appended)
+                        # bytes of its text read since its last change (an append: what it appended)
                         "read": self.docs[u].text.read,
                     }
                     for u in uris

@@ -2,8 +2,10 @@
 
 pygls's own document rebuilds a tuple of all its lines on every change and copies its whole text
 on every append: O(text) memory and time per appended block, and as much garbage. Here the text
-is a list of chunks: an append at the end adds a chunk (no line of the text before it is read),
-and only an edit above the end joins the chunks and lets pygls apply it, as it would have.
+is a list of UTF-8 chunks, what the engine reads (and half the size of a `str` once a log holds
+one character beyond Latin-1, as a progress bar or a replaced byte does): an append at the end
+adds a chunk and reads no line before it; only an edit above the end joins the chunks and lets
+pygls apply it, as it would have.
 """
 
 from __future__ import annotations
@@ -15,41 +17,48 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 # An appended piece shorter than this joins the last chunk (a copy of at most this much), so a
-# client that sends a line at a time does not leave one string object per line.
+# client that sends a line at a time does not leave one object per line.
 SMALL_CHUNK = 8 << 10
+# A text opened or rebuilt whole is cut into chunks of this size (at line breaks where there are).
+CHUNK = 256 << 10
+# Editors may send lone surrogates (JSON escapes them); they are kept as they came.
+ERRORS = "surrogatepass"
 
 
 class LogText:
-    """A document's text: chunks, where its last line ends, and how much of it was read."""
+    """A document's text as UTF-8 chunks, where its last line ends, and how much of it was read."""
 
     def __init__(self, uri: str, text: str = "") -> None:
         self.uri = uri
-        self.read = 0  # characters handed out by `since` (what a status shows, and a test counts)
+        self.read = 0  # bytes handed out by `since` (what a status shows, and a test counts)
         self._reset(text)
 
     def _reset(self, text: str) -> None:
-        self._chunks: list[str] = []
-        self._starts: list[int] = []  # the offset of each chunk in the text
+        self._chunks: list[bytes] = []
+        self._starts: list[int] = []  # the offset of each chunk in the text, in bytes
         self._size = 0
         self._lines = 0  # lines ended by a line break, as str.splitlines (and pygls) count them
         self._tail = ""  # the text after the last of those: the line being written
-        self.append(text)
+        for start in range(0, len(text), CHUNK):
+            self.append(text[start : start + CHUNK])
 
     def __len__(self) -> int:
+        """The size in bytes (UTF-8)."""
         return self._size
 
     def __str__(self) -> str:
-        return "".join(self._chunks)
+        return b"".join(self._chunks).decode("utf-8", ERRORS)
 
     def append(self, text: str) -> None:
         if not text:
             return
-        if self._chunks and len(self._chunks[-1]) + len(text) <= SMALL_CHUNK:
-            self._chunks[-1] += text
+        data = text.encode("utf-8", ERRORS)
+        if self._chunks and len(self._chunks[-1]) + len(data) <= SMALL_CHUNK:
+            self._chunks[-1] += data
         else:
             self._starts.append(self._size)
-            self._chunks.append(text)
-        self._size += len(text)
+            self._chunks.append(data)
+        self._size += len(data)
         parts = (self._tail + text).splitlines(keepends=True)
         last = parts[-1]
         # A "\r" at the end may yet be followed by the "\n" that ends the same line.
@@ -57,12 +66,12 @@ class LogText:
         self._lines += len(parts) if ended else len(parts) - 1
         self._tail = "" if ended else last
 
-    def since(self, offset: int) -> str:
-        """The text from a character offset to the end."""
+    def since(self, offset: int) -> bytes:
+        """The text from a byte offset (one that starts a line) to the end."""
         if offset >= self._size:
-            return ""
+            return b""
         i = bisect_right(self._starts, offset) - 1
-        out = "".join([self._chunks[i][offset - self._starts[i] :], *self._chunks[i + 1 :]])
+        out = b"".join([self._chunks[i][offset - self._starts[i] :], *self._chunks[i + 1 :]])
         self.read += len(out)
         return out
 

@@ -279,12 +279,12 @@ async def test_an_append_to_a_long_log_reads_only_the_appended_text(client: Lang
     prelude = "".join((steps * (1 + 800_000 // len("".join(steps))))[:20_000])  # about 0.5 MB of steps
     failing = text("rank2.log").splitlines(keepends=True)
     await open_doc(client, "rank2.log", prelude)
-    assert client.statuses[-1]["documents"][0]["read"] == len(prelude)  # type: ignore[attr-defined]
+    assert client.statuses[-1]["documents"][0]["read"] == len(prelude.encode())  # type: ignore[attr-defined]
     lines = prelude.count("\n")
     for version, block in enumerate(("".join(failing[:20]), "".join(failing[20:])), start=2):
         await change(client, "rank2.log", version, lines, 0, 0, block)
         doc = client.statuses[-1]["documents"][0]  # type: ignore[attr-defined]
-        assert doc["read"] == len(block)  # the engine was given the appended text, not the document
+        assert doc["read"] == len(block.encode())  # the engine was given the appended text, not the document
         assert doc["rescans"] == 0
         lines += block.count("\n")
     at = prelude.count("\n") + 39
