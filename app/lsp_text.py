@@ -16,10 +16,9 @@ from lsprotocol import types as lsp
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
-# An appended piece shorter than this joins the last chunk (a copy of at most this much), so a
-# client that sends a line at a time does not leave one object per line.
-SMALL_CHUNK = 8 << 10
-# A text opened or rebuilt whole is cut into chunks of this size (at line breaks where there are).
+# Appended text collects in a growing buffer until it holds this much, then becomes a chunk:
+# chunks this large are mapped by malloc one by one (app/heap.py holds its mmap threshold at
+# 128 KiB), not carved from the heap between short-lived blocks, so they leave no holes there.
 CHUNK = 256 << 10
 # Editors may send lone surrogates (JSON escapes them); they are kept as they came.
 ERRORS = "surrogatepass"
@@ -36,6 +35,7 @@ class LogText:
     def _reset(self, text: str) -> None:
         self._chunks: list[bytes] = []
         self._starts: list[int] = []  # the offset of each chunk in the text, in bytes
+        self._open = bytearray()  # the text after the chunks, still growing
         self._size = 0
         self._lines = 0  # lines ended by a line break, as str.splitlines (and pygls) count them
         self._tail = ""  # the text after the last of those: the line being written
@@ -47,18 +47,18 @@ class LogText:
         return self._size
 
     def __str__(self) -> str:
-        return b"".join(self._chunks).decode("utf-8", ERRORS)
+        return b"".join([*self._chunks, self._open]).decode("utf-8", ERRORS)
 
     def append(self, text: str) -> None:
         if not text:
             return
         data = text.encode("utf-8", ERRORS)
-        if self._chunks and len(self._chunks[-1]) + len(data) <= SMALL_CHUNK:
-            self._chunks[-1] += data
-        else:
-            self._starts.append(self._size)
-            self._chunks.append(data)
+        self._open += data
         self._size += len(data)
+        if len(self._open) >= CHUNK:
+            self._starts.append(self._size - len(self._open))
+            self._chunks.append(bytes(self._open))
+            self._open = bytearray()
         parts = (self._tail + text).splitlines(keepends=True)
         last = parts[-1]
         # A "\r" at the end may yet be followed by the "\n" that ends the same line.
@@ -70,8 +70,12 @@ class LogText:
         """The text from a byte offset (one that starts a line) to the end."""
         if offset >= self._size:
             return b""
-        i = bisect_right(self._starts, offset) - 1
-        out = b"".join([self._chunks[i][offset - self._starts[i] :], *self._chunks[i + 1 :]])
+        opened = self._size - len(self._open)
+        if offset >= opened:
+            out = bytes(self._open[offset - opened :])
+        else:
+            i = bisect_right(self._starts, offset) - 1
+            out = b"".join([self._chunks[i][offset - self._starts[i] :], *self._chunks[i + 1 :], self._open])
         self.read += len(out)
         return out
 

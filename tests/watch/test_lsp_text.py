@@ -89,3 +89,4 @@ def test_an_append_to_a_long_text_reads_only_what_was_appended() -> None:
         assert text.since(before) == block.encode("utf-8")
         assert text.read == len(block.encode("utf-8"))  # not the size of the text
     assert str(text) == head + tail + tail
+    assert text.since(0) == (head + tail + tail).encode("utf-8")  # across the chunks and the open buffer
