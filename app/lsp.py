@@ -2,7 +2,8 @@
 
 Each open log is scanned as it is typed or appended to (`app.core.live`): a change below
 the scanned lines feeds only the new lines; an edit among them scans again from the last
-checkpoint above it (a copy of the scan kept every 256 KiB of text).
+checkpoint above it (a copy of the scan kept every 256 KiB of text). The server keeps each
+document's text itself, as UTF-8 chunks an append adds to (`app.lsp_text`), not pygls.
 An open document is a job of its own until `tracelore.diagnoseJob` groups documents (one
 file per rank) into one job. For the job it publishes:
 
