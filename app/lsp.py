@@ -2,7 +2,8 @@
 
 Each open log is scanned as it is typed or appended to (`app.core.engine.live`): a change below
 the scanned lines feeds only the new lines; an edit among them scans again from the last
-checkpoint above it (a copy of the scan kept every 256 K characters).
+checkpoint above it (a copy of the scan kept every 256 KiB of text). The server keeps each
+document's text itself, as UTF-8 chunks an append adds to (`app.lsp_text`), not pygls.
 An open document is a job of its own until `tracelore.diagnoseJob` groups documents (one
 file per rank) into one job. For the job it publishes:
 
@@ -16,17 +17,21 @@ file per rank) into one job. For the job it publishes:
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 from app import __version__
 from app.core.engine.live import LiveJob, LiveScan
 from app.core.knowledge.loading import Library
 from app.core.models import Candidate, Diagnosis
+from app.lsp_text import LogText
 
 STATUS = "tracelore/status"
 DIAGNOSE_JOB = "tracelore.diagnoseJob"
@@ -35,18 +40,18 @@ COPY_VERIFY = "tracelore.copyVerify"
 SOURCE = "tracelore"
 
 
-# A copy of a document's scan is kept every CHECKPOINT_CHARS characters of its text, so an
+# A copy of a document's scan is kept every CHECKPOINT_BYTES bytes of its text (UTF-8), so an
 # edit among the scanned lines scans again only from the last copy above it. At most
 # MAX_CHECKPOINTS are kept (every other one is dropped when there are more): each holds the
 # scan's bounded state, not the text.
-CHECKPOINT_CHARS = 256 << 10
+CHECKPOINT_BYTES = 256 << 10
 MAX_CHECKPOINTS = 32
 
 
 @dataclass
 class _Checkpoint:
     lines: int  # lines fed when it was taken
-    chars: int  # characters of the text those lines take
+    size: int  # bytes of the text those lines take
     scan: LiveScan
 
 
@@ -57,18 +62,19 @@ class _Doc:
     uri: str
     name: str
     live: LiveScan
+    text: LogText
     fed_lines: int = 0  # lines (each ending in a newline) fed to the scan
-    fed_chars: int = 0  # characters of the text those lines take
+    fed_bytes: int = 0  # bytes of the text (UTF-8) those lines take
     rescans: int = 0  # times an edit among the scanned lines made the scan start again from a checkpoint
     rescanned_from: int | None = None  # the line the last of those started from (0: the top)
     checkpoints: list[_Checkpoint] = field(default_factory=list)
     job: set[str] = field(default_factory=set)  # the documents diagnosed together with this one
 
     def checkpoint(self) -> None:
-        last = self.checkpoints[-1].chars if self.checkpoints else 0
-        if self.fed_chars - last < CHECKPOINT_CHARS:
+        last = self.checkpoints[-1].size if self.checkpoints else 0
+        if self.fed_bytes - last < CHECKPOINT_BYTES:
             return
-        self.checkpoints.append(_Checkpoint(self.fed_lines, self.fed_chars, self.live.fork()))
+        self.checkpoints.append(_Checkpoint(self.fed_lines, self.fed_bytes, self.live.fork()))
         if len(self.checkpoints) > MAX_CHECKPOINTS:
             self.checkpoints = self.checkpoints[1::2]
 
@@ -77,9 +83,9 @@ class _Doc:
         self.checkpoints = [c for c in self.checkpoints if c.lines <= line]
         if self.checkpoints:
             back = self.checkpoints[-1]
-            self.live, self.fed_lines, self.fed_chars = back.scan.fork(), back.lines, back.chars
+            self.live, self.fed_lines, self.fed_bytes = back.scan.fork(), back.lines, back.size
         else:
-            self.live, self.fed_lines, self.fed_chars = LiveScan(library, name=self.name), 0, 0
+            self.live, self.fed_lines, self.fed_bytes = LiveScan(library, name=self.name), 0, 0
         self.rescans += 1
         self.rescanned_from = self.fed_lines
 
@@ -90,11 +96,37 @@ def _name(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
+class _Protocol(LanguageServerProtocol):
+    """pygls's protocol, except that the text of an open document is kept by the server (a
+    `LogText`), not by pygls's workspace: its document rebuilds a tuple of every line on each
+    change and copies the whole text on each append (issue #23: memory grew with each block)."""
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: lsp.DidCloseTextDocumentParams) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CLOSE)) is not None:
+            yield handler, (params,), None
+
+
 class TraceloreServer(LanguageServer):
     """The server: documents, their scans and the last diagnosis of each job."""
 
     def __init__(self, library: Library, *, base_url: str = "") -> None:
-        super().__init__("tracelore", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "tracelore",
+            __version__,
+            text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+            protocol_cls=_Protocol,
+        )
         self.library = library
         self.base_url = base_url.rstrip("/")  # empty: entries are named by path, not linked
         self.docs: dict[str, _Doc] = {}
@@ -102,37 +134,41 @@ class TraceloreServer(LanguageServer):
 
     # -- scanning ---------------------------------------------------------------------------
 
-    def _text(self, uri: str) -> str:
-        return self.workspace.get_text_document(uri).source
-
-    def open(self, uri: str) -> None:
+    def open(self, uri: str, text: str) -> None:
         name = _name(uri)
-        self.docs[uri] = _Doc(uri, name, LiveScan(self.library, name=name), job={uri})
-        self._feed(self.docs[uri], self._text(uri))
+        self.docs[uri] = _Doc(uri, name, LiveScan(self.library, name=name), LogText(uri, text), job={uri})
+        self._feed(self.docs[uri])
 
-    def _feed(self, doc: _Doc, text: str) -> None:
+    def _feed(self, doc: _Doc) -> None:
         """Feed the whole lines after those already fed, in blocks with a checkpoint after each."""
-        end = text.rfind("\n") + 1
-        while end > doc.fed_chars:
+        rest = doc.text.since(doc.fed_bytes)  # only what was not fed: an append reads what it appended
+        end = rest.rfind(b"\n") + 1
+        start = 0
+        while end > start:
             cut = end
-            if cut - doc.fed_chars > CHECKPOINT_CHARS:
-                cut = text.rfind("\n", doc.fed_chars, doc.fed_chars + CHECKPOINT_CHARS) + 1 or end
-            block = text[doc.fed_chars : cut]
-            doc.live.feed(block.encode("utf-8", errors="replace"))
-            doc.fed_lines += block.count("\n")
-            doc.fed_chars = cut
+            if cut - start > CHECKPOINT_BYTES:
+                cut = rest.rfind(b"\n", start, start + CHECKPOINT_BYTES) + 1 or end
+            block = rest[start:cut]
+            doc.live.feed(block)
+            doc.fed_lines += block.count(b"\n")
+            doc.fed_bytes += cut - start
+            start = cut
             doc.checkpoint()
 
     def changed(self, uri: str, changes: list[lsp.TextDocumentContentChangeEvent]) -> None:
         doc = self.docs.get(uri)
-        if doc is None:
-            self.open(uri)
+        if doc is None:  # not opened: a change of the whole text is all there is to go on
+            whole = [c.text for c in changes if isinstance(c, lsp.TextDocumentContentChangeWholeDocument)]
+            self.open(uri, whole[-1] if whole else "")
             return
+        doc.text.read = 0
+        for change in changes:
+            doc.text.apply(change, self.workspace.position_codec)
         # The first line a change touches (a change of the whole text: the top).
         first = min(c.range.start.line if isinstance(c, lsp.TextDocumentContentChangePartial) else 0 for c in changes)
         if first < doc.fed_lines:  # an edit among the scanned lines: what was scanned below it no longer holds
             doc.rewind(first, self.library)
-        self._feed(doc, self._text(uri))
+        self._feed(doc)
 
     def closed(self, uri: str) -> None:
         doc = self.docs.pop(uri, None)
@@ -164,11 +200,10 @@ class TraceloreServer(LanguageServer):
         job = LiveJob(self.library)
         for u in members:
             member = self.docs[u]
-            text = self._text(u)
             scan = member.live
-            if len(text) > member.fed_chars:  # a last line without its newline: scanned on a copy
+            if rest := member.text.since(member.fed_bytes):  # a last line without its newline: scanned on a copy
                 scan = scan.fork()
-                scan.feed(text[member.fed_chars :].encode("utf-8", errors="replace"))
+                scan.feed(rest)
                 scan.flush()
             job.files[u] = scan
         result = job.diagnose()
@@ -224,6 +259,8 @@ class TraceloreServer(LanguageServer):
                         "lines": self.docs[u].fed_lines,
                         "rescans": self.docs[u].rescans,
                         "rescanned_from": self.docs[u].rescanned_from,
+                        # bytes of its text read since its last change (an append: what it appended)
+                        "read": self.docs[u].text.read,
                     }
                     for u in uris
                     if u in self.docs
@@ -400,7 +437,7 @@ def make_server(library: Library, *, base_url: str = "") -> TraceloreServer:
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TraceloreServer, params: lsp.DidOpenTextDocumentParams) -> None:
-        ls.open(params.text_document.uri)
+        ls.open(params.text_document.uri, params.text_document.text)
         ls.diagnose(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)

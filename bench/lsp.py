@@ -1,17 +1,28 @@
 """Memory of `tracelore lsp` while an open log keeps growing (an editor following a running job).
 
     python bench/lsp.py [--minutes 4] [--block 16K] [--every 0.25] [--tracelore CMD]
+                        [--check [--max-slope 2] [--max-per-text 1.5]]
 
 A client (this process) starts `tracelore lsp`, opens an empty log and appends --block bytes
 of generated training-log noise (bench/loggen.py) every --every seconds as incremental
 changes, as an editor does when it reloads a growing file; the server scans each appended
 block and publishes its diagnostics. Every second the server's resident memory (VmRSS) is
 sampled from /proc. The document itself grows in the server (the editor's text is held
-there), and so does what each change costs: pygls applies a change to a tuple of all the
-document's lines, built anew each time. So there is no flat line to hold the server to; it
-prints, over the second half of the run, the least-squares slope of RSS minus the text's size
-(MB a minute) and of RSS against the text's size (MB per MB appended), to compare builds
-(--tracelore measures another build's command).
+there, once: an append adds a chunk and the engine reads only what was appended), so RSS
+grows with the text and nothing else should. It prints, over the second half of the run, the
+least-squares slope of RSS minus the text's size (MB a minute) and of RSS against the text's
+size (MB per MB appended), to compare builds (--tracelore measures another build's command).
+
+--check exits 1 when, over the second half, RSS minus the text grew faster than --max-slope
+MB a minute or RSS grew by more than --max-per-text MB per MB of text (the text is held once:
+1.0). What still grows beyond the text is the scan's checkpoints (app/lsp.py): up to
+MAX_CHECKPOINTS copies of the engine's hits, each capped at KEEP_LINES lines a pattern (with
+no checkpoints, RSS beyond the text stays flat): +1.7 MB a minute and 1.44 MB per MB of text
+over the second half of an 8-minute run. Before the server kept the text itself (pygls
+rebuilt a tuple of every line and copied the whole text on each append, and held it as a
+str) two 4-minute runs gave +4.5 and +14 MB a minute, 2.2 and 4.8 MB per MB of text.
+It also prints the server's CPU time a change costs in each half: about the same in both when
+a change costs what it appends (x1.09 over 8 minutes; x2.95 before, over 4).
 """
 
 from __future__ import annotations
@@ -30,9 +41,27 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.loggen import _noise, parse_size  # noqa: E402
-from bench.watch import least_squares, rss_mb, rss_slope  # noqa: E402
+from bench.watch import cpu_seconds, least_squares, rss_mb, rss_slope  # noqa: E402
 
 URI = "file:///bench/rank0.log"
+
+
+def end_after(lines: int, tail: str, block: str) -> tuple[int, str]:
+    """The lines ended and the text after the last line break once a block is appended.
+
+    LSP counts "\r" (tqdm's progress lines) as a line break as well as "\n": counting only
+    "\n" would put each change above the end of the document, not at it."""
+    parts = (tail + block).splitlines(keepends=True)
+    last = parts[-1]
+    ended = last.splitlines()[0] != last and not last.endswith("\r")  # a "\r" may yet get its "\n"
+    return lines + (len(parts) if ended else len(parts) - 1), "" if ended else last
+
+
+def position(lines: int, tail: str) -> dict[str, int]:
+    """The end of the document, in UTF-16 units (what LSP counts by default)."""
+    if tail.endswith("\r"):
+        return {"line": lines + 1, "character": 0}
+    return {"line": lines, "character": len(tail.encode("utf-16-le")) // 2}
 
 
 def send(pipe: IO[bytes], message: dict[str, Any]) -> None:
@@ -64,6 +93,9 @@ def main() -> None:
     parser.add_argument(
         "--tracelore", default=None, help="the command to measure (default: the one beside this Python)"
     )
+    parser.add_argument("--check", action="store_true", help="exit 1 if memory grew beyond the bounds below")
+    parser.add_argument("--max-slope", type=float, default=2.0, help="MB a minute of RSS beyond the text (--check)")
+    parser.add_argument("--max-per-text", type=float, default=1.5, help="MB of RSS per MB of text (--check)")
     args = parser.parse_args()
 
     tracelore = args.tracelore or str(Path(sys.executable).with_name("tracelore"))
@@ -81,8 +113,9 @@ def main() -> None:
     doc = {"uri": URI, "languageId": "log", "version": 1, "text": ""}
     send(proc.stdin, {"method": "textDocument/didOpen", "params": {"textDocument": doc}})
 
-    rng, step, lines, chars, version = random.Random(7), 0, 0, 0, 1
+    rng, step, lines, tail, chars, version = random.Random(7), 0, 0, "", 0, 1
     samples: list[tuple[float, float, float]] = []  # (elapsed, RSS MB, text MB)
+    cpu: list[tuple[float, int, float]] = []  # (elapsed, changes sent, the server's CPU seconds)
     started = next_sample = time.monotonic()
     duration = args.minutes * 60
     print(f"{'min':>5} {'text MB':>8} {'RSS MB':>7} {'beyond MB':>9}")
@@ -99,15 +132,16 @@ def main() -> None:
                 step += 1
             block = "".join(pieces)
             version += 1
-            at = {"line": lines, "character": 0}
+            at = position(lines, tail)
             change = {"range": {"start": at, "end": at}, "text": block}
             params = {"textDocument": {"uri": URI, "version": version}, "contentChanges": [change]}
             send(proc.stdin, {"method": "textDocument/didChange", "params": params})
-            lines += block.count("\n")
-            chars += len(block)
+            lines, tail = end_after(lines, tail, block)
+            chars += len(block.encode("utf-8"))  # the text's size as UTF-8, as the server holds it
             if now >= next_sample:
                 rss = rss_mb(proc.pid)
                 samples.append((now - started, rss, chars / 2**20))
+                cpu.append((now - started, version - 1, cpu_seconds(proc.pid)))
                 next_sample += 1.0
                 if now - started - last_row >= 60:
                     last_row = now - started
@@ -128,6 +162,22 @@ def main() -> None:
         f"slope {'n/a' if slope is None else f'{slope:+.3f}'} MB/min; "
         f"RSS {'n/a' if per_text is None else f'{per_text:.2f}'} MB per MB of text ({len(half)} samples)"
     )
+    # CPU a change costs, second half against first: 1.0 when a change costs what it appends.
+    mid = next(c for c in cpu if c[0] >= duration / 2)
+    per_change = [(b[2] - a[2]) / max(1, b[1] - a[1]) for a, b in ((cpu[0], mid), (mid, cpu[-1]))]
+    print(
+        f"server CPU a change: {per_change[0] * 1e3:.1f} ms in the first half, {per_change[1] * 1e3:.1f} ms in the "
+        f"second (x{per_change[1] / per_change[0]:.2f})"
+    )
+    if args.check:
+        failed = []
+        if slope is None or slope > args.max_slope:
+            failed.append(f"RSS beyond the text grew faster than {args.max_slope} MB a minute")
+        if per_text is None or per_text > args.max_per_text:
+            failed.append(f"RSS grew by more than {args.max_per_text} MB per MB of text")
+        if failed:
+            sys.exit("FAIL: " + "; ".join(failed))
+        print(f"OK: within {args.max_slope} MB a minute beyond the text and {args.max_per_text} MB per MB of text")
 
 
 if __name__ == "__main__":

@@ -271,3 +271,21 @@ async def test_without_a_base_url_entries_are_named_not_linked(unlinked: Languag
         )
     )
     assert hover is not None and "`/failures/data.index_out_of_range` (set --base-url" in hover.contents.value  # type: ignore[union-attr]
+
+
+@pytest.mark.asyncio
+async def test_an_append_to_a_long_log_reads_only_the_appended_text(client: LanguageClient) -> None:
+    steps = [line for line in text("rank0.log").splitlines(keepends=True) if line.startswith("step")]
+    prelude = "".join((steps * (1 + 800_000 // len("".join(steps))))[:20_000])  # about 0.5 MB of steps
+    failing = text("rank2.log").splitlines(keepends=True)
+    await open_doc(client, "rank2.log", prelude)
+    assert client.statuses[-1]["documents"][0]["read"] == len(prelude.encode())  # type: ignore[attr-defined]
+    lines = prelude.count("\n")
+    for version, block in enumerate(("".join(failing[:20]), "".join(failing[20:])), start=2):
+        await change(client, "rank2.log", version, lines, 0, 0, block)
+        doc = client.statuses[-1]["documents"][0]  # type: ignore[attr-defined]
+        assert doc["read"] == len(block.encode())  # the engine was given the appended text, not the document
+        assert doc["rescans"] == 0
+        lines += block.count("\n")
+    at = prelude.count("\n") + 39
+    assert ("data.index_out_of_range", at) in errors(client.diagnostics[uri("rank2.log")])
