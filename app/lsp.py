@@ -17,20 +17,16 @@ file per rank) into one job. For the job it publishes:
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.language_server import lsp_method
 
 from app import __version__
 from app.core.engine.live import LiveJob, LiveScan
 from app.core.knowledge.loading import Library
 from app.core.models import Candidate, Diagnosis
+from app.lsp_docs import CHECKPOINT_BYTES, Doc, TextProtocol, doc_name, line_range
 from app.lsp_text import LogText
 
 STATUS = "tracelore/status"
@@ -38,83 +34,6 @@ DIAGNOSE_JOB = "tracelore.diagnoseJob"
 OPEN_ENTRY = "tracelore.openEntry"
 COPY_VERIFY = "tracelore.copyVerify"
 SOURCE = "tracelore"
-
-
-# A copy of a document's scan is kept every CHECKPOINT_BYTES bytes of its text (UTF-8), so an
-# edit among the scanned lines scans again only from the last copy above it. At most
-# MAX_CHECKPOINTS are kept (every other one is dropped when there are more): each holds the
-# scan's bounded state, not the text.
-CHECKPOINT_BYTES = 256 << 10
-MAX_CHECKPOINTS = 32
-
-
-@dataclass
-class _Checkpoint:
-    lines: int  # lines fed when it was taken
-    size: int  # bytes of the text those lines take
-    scan: LiveScan
-
-
-@dataclass
-class _Doc:
-    """One open log: its scan, fed with whole lines up to `fed_lines`."""
-
-    uri: str
-    name: str
-    live: LiveScan
-    text: LogText
-    fed_lines: int = 0  # lines (each ending in a newline) fed to the scan
-    fed_bytes: int = 0  # bytes of the text (UTF-8) those lines take
-    rescans: int = 0  # times an edit among the scanned lines made the scan start again from a checkpoint
-    rescanned_from: int | None = None  # the line the last of those started from (0: the top)
-    checkpoints: list[_Checkpoint] = field(default_factory=list)
-    job: set[str] = field(default_factory=set)  # the documents diagnosed together with this one
-
-    def checkpoint(self) -> None:
-        last = self.checkpoints[-1].size if self.checkpoints else 0
-        if self.fed_bytes - last < CHECKPOINT_BYTES:
-            return
-        self.checkpoints.append(_Checkpoint(self.fed_lines, self.fed_bytes, self.live.fork()))
-        if len(self.checkpoints) > MAX_CHECKPOINTS:
-            self.checkpoints = self.checkpoints[1::2]
-
-    def rewind(self, line: int, library: Library) -> None:
-        """Scan again from the last checkpoint at or above a 0-based line (the top, if none)."""
-        self.checkpoints = [c for c in self.checkpoints if c.lines <= line]
-        if self.checkpoints:
-            back = self.checkpoints[-1]
-            self.live, self.fed_lines, self.fed_bytes = back.scan.fork(), back.lines, back.size
-        else:
-            self.live, self.fed_lines, self.fed_bytes = LiveScan(library, name=self.name), 0, 0
-        self.rescans += 1
-        self.rescanned_from = self.fed_lines
-
-
-def _name(uri: str) -> str:
-    """The file name a document's evidence shows (its path, so a rank in the name counts)."""
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme == "file" else uri
-
-
-class _Protocol(LanguageServerProtocol):
-    """pygls's protocol, except that the text of an open document is kept by the server (a
-    `LogText`), not by pygls's workspace: its document rebuilds a tuple of every line on each
-    change and copies the whole text on each append (issue #23: memory grew with each block)."""
-
-    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
-    def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams) -> Generator[Any, Any, None]:
-        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_OPEN)) is not None:
-            yield handler, (params,), None
-
-    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
-    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams) -> Generator[Any, Any, None]:
-        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
-            yield handler, (params,), None
-
-    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
-    def lsp_text_document__did_close(self, params: lsp.DidCloseTextDocumentParams) -> Generator[Any, Any, None]:
-        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CLOSE)) is not None:
-            yield handler, (params,), None
 
 
 class TraceloreServer(LanguageServer):
@@ -125,21 +44,21 @@ class TraceloreServer(LanguageServer):
             "tracelore",
             __version__,
             text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
-            protocol_cls=_Protocol,
+            protocol_cls=TextProtocol,
         )
         self.library = library
         self.base_url = base_url.rstrip("/")  # empty: entries are named by path, not linked
-        self.docs: dict[str, _Doc] = {}
+        self.docs: dict[str, Doc] = {}
         self.results: dict[str, Diagnosis] = {}  # by document: the diagnosis of its job
 
     # -- scanning ---------------------------------------------------------------------------
 
     def open(self, uri: str, text: str) -> None:
-        name = _name(uri)
-        self.docs[uri] = _Doc(uri, name, LiveScan(self.library, name=name), LogText(uri, text), job={uri})
+        name = doc_name(uri)
+        self.docs[uri] = Doc(uri, name, LiveScan(self.library, name=name), LogText(uri, text), job={uri})
         self._feed(self.docs[uri])
 
-    def _feed(self, doc: _Doc) -> None:
+    def _feed(self, doc: Doc) -> None:
         """Feed the whole lines after those already fed, in blocks with a checkpoint after each."""
         rest = doc.text.since(doc.fed_bytes)  # only what was not fed: an append reads what it appended
         end = rest.rfind(b"\n") + 1
@@ -292,7 +211,7 @@ class TraceloreServer(LanguageServer):
                 start, end = e.span if e.span != (0, 0) else (0, len(e.text))
                 out.append(
                     lsp.Diagnostic(
-                        range=_line_range(e.line, start, end),
+                        range=line_range(e.line, start, end),
                         message=f"{c.title} ({label}): {c.why}",
                         severity=severity,
                         code=c.id,
@@ -305,7 +224,7 @@ class TraceloreServer(LanguageServer):
             if h.file == name:
                 out.append(
                     lsp.Diagnostic(
-                        range=_line_range(h.line, 0, len(h.text)),
+                        range=line_range(h.line, 0, len(h.text)),
                         message=f"{h.title} (harmless): {h.summary}",
                         severity=lsp.DiagnosticSeverity.Information,
                         code=h.id,
@@ -316,7 +235,7 @@ class TraceloreServer(LanguageServer):
         if u is not None and u.file == name:
             out.append(
                 lsp.Diagnostic(
-                    range=_line_range(u.line, 0, len(u.text)),
+                    range=line_range(u.line, 0, len(u.text)),
                     message=f"Most likely start of the failure, not one Tracelore knows: {u.why}",
                     severity=lsp.DiagnosticSeverity.Hint,
                     source=SOURCE,
@@ -405,8 +324,8 @@ class TraceloreServer(LanguageServer):
                     name=c.id,
                     detail=f"{c.role}: {c.title}",
                     kind=lsp.SymbolKind.Event,
-                    range=_line_range(line, 0, 0),
-                    selection_range=_line_range(line, 0, 0),
+                    range=line_range(line, 0, 0),
+                    selection_range=line_range(line, 0, 0),
                 )
                 for c, line in sorted(by_rank[rank], key=lambda p: p[1])
             ]
@@ -419,16 +338,11 @@ class TraceloreServer(LanguageServer):
                     range=lsp.Range(
                         start=lsp.Position(line=first, character=0), end=lsp.Position(line=last, character=0)
                     ),
-                    selection_range=_line_range(first + 1, 0, 0),
+                    selection_range=line_range(first + 1, 0, 0),
                     children=children,
                 )
             )
         return out
-
-
-def _line_range(line: int, start: int, end: int) -> lsp.Range:
-    """A range on a 1-based log line."""
-    return lsp.Range(start=lsp.Position(line=line - 1, character=start), end=lsp.Position(line=line - 1, character=end))
 
 
 def make_server(library: Library, *, base_url: str = "") -> TraceloreServer:
