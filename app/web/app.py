@@ -37,6 +37,8 @@ from app.web.templating import make_templates
 STATIC = Path(__file__).resolve().parent / "static"
 # Swagger UI and ReDoc assets, bundled in a package: the docs pages need no CDN either.
 DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
+# How long a stopping server waits for diagnoses still running before it closes the store.
+SHUTDOWN_DRAIN_SECONDS = 60
 
 
 @asynccontextmanager
@@ -50,6 +52,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                 yield
             finally:
                 tasks.cancel_scope.cancel()
+        # A diagnosis whose request was cancelled still runs in its worker thread and then stores
+        # its row: closing the store under it would strand that connection in a discarded pool.
+        with anyio.move_on_after(SHUTDOWN_DRAIN_SECONDS):
+            await app.state.gate.drained()
     finally:
         app.state.engine.dispose()
 

@@ -88,6 +88,13 @@ class Gate:
             self._freed.set()
             self._freed = None
 
+    async def drained(self) -> None:
+        """Return once no diagnosis holds a slot (a server stopping waits here before it closes the store)."""
+        while self.busy:
+            if self._freed is None:
+                self._freed = anyio.Event()
+            await self._freed.wait()
+
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         """Hold one slot for the duration of a diagnosis, waiting up to `wait` seconds for it."""

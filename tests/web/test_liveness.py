@@ -36,3 +36,41 @@ def test_healthz_answers_while_every_worker_thread_is_busy(sqlite_url: str, tmp_
         return response.status_code
 
     assert anyio.run(probe) == 200
+
+
+def test_a_stopping_server_closes_the_store_only_once_running_diagnoses_are_done(
+    sqlite_url: str, tmp_path: Path, library: Library
+) -> None:
+    # uvicorn cancels requests still running when its graceful timeout ends, but a diagnosis in
+    # its worker thread goes on and then stores its row: the store must still be open for it.
+    app = create_app(make_settings(sqlite_url, tmp_path), library=library)
+    gate = app.state.gate
+    order: list[str] = []
+
+    async def stop_while_busy() -> None:
+        release = anyio.Event()
+
+        async def diagnosis() -> None:
+            async with gate.slot():
+                await release.wait()
+                order.append("diagnosis done")
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tasks:
+                async with app.router.lifespan_context(app):
+                    tasks.start_soon(diagnosis)
+                    await anyio.sleep(0.05)
+                    assert gate.busy == 1
+                    pool = app.state.engine.pool
+
+                    async def let_it_finish() -> None:
+                        await anyio.sleep(0.3)
+                        assert app.state.engine.pool is pool, "the store was closed under a running diagnosis"
+                        release.set()
+
+                    tasks.start_soon(let_it_finish)
+                order.append("store closed")  # the lifespan's exit returns once it disposed of the engine
+                assert app.state.engine.pool is not pool
+
+    anyio.run(stop_while_busy)
+    assert order == ["diagnosis done", "store closed"]
