@@ -6,6 +6,7 @@ import contextlib
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -88,6 +89,14 @@ def make_settings(database_url: str, tmp: Path, **overrides: Any) -> Settings:
     }
     values.update(overrides)
     return Settings(**values)
+
+
+def start_serve(env: dict[str, str], port: int, *, workers: int | None = None) -> subprocess.Popen[str]:
+    """`tracelore serve` in a subprocess on `port` with `env`, its output captured (wait_until_ready reads it)."""
+    args = [sys.executable, "-m", "app", "serve", "--port", str(port)]
+    if workers is not None:
+        args += ["--workers", str(workers)]
+    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def wait_until_ready(proc: subprocess.Popen[str], url: str, *, seconds: float = 90) -> None:

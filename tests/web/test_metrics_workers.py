@@ -18,7 +18,7 @@ from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.metrics_dir import MULTIPROC_ENV, metrics_directory
-from tests.support import METRICS_AUTH, METRICS_TOKEN, SAMPLES, wait_until_ready
+from tests.support import METRICS_AUTH, METRICS_TOKEN, SAMPLES, start_serve, wait_until_ready
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
 
@@ -55,13 +55,7 @@ def test_a_scrape_counts_the_requests_every_worker_served(tmp_path: Path, signat
             "TMPDIR": str(temp),
         }
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--port", str(port), "--workers", "2"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_serve(env, port, workers=2)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_ready(proc, url)

@@ -10,7 +10,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,7 +22,7 @@ from sqlalchemy import text
 from app.cli import main
 from app.store.db import make_engine
 from app.store.migrate import upgrade
-from tests.support import wait_until_ready
+from tests.support import start_serve, wait_until_ready
 
 ALLOWANCE = 29
 ATTEMPTS = 240
@@ -90,13 +89,7 @@ def test_exactly_the_allowance_is_admitted_across_worker_processes(
             "TRACELORE_SECRET_KEY": "workers-test",
         }
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--port", str(port), "--workers", "3"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_serve(env, port, workers=3)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_ready(proc, url)

@@ -7,7 +7,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -17,7 +16,7 @@ from click.testing import CliRunner
 
 from app.cli import main
 from app.store.migrate import alembic_config
-from tests.support import SAMPLES, wait_until_ready
+from tests.support import SAMPLES, start_serve, wait_until_ready
 
 
 def _free_port() -> int:
@@ -33,13 +32,7 @@ def test_serve_migrates_and_serves_with_two_workers(tmp_path: Path, signatures_d
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELORE_")}
     env.update({"TRACELORE_DATA_DIR": str(tmp_path / "data"), "TRACELORE_SIGNATURES_DIR": str(small)})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--port", str(port), "--workers", "2"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_serve(env, port, workers=2)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_ready(proc, url)
