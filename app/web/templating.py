@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 from app.core.engine.fill import template
 from app.core.engine.times import Yearless, comparable, span
 from app.core.models import Candidate, Evidence
+from app.core.rendering.text import merged_spans
 from app.resources import resource_dir
 from app.web.upload import human_bytes
 
@@ -79,16 +80,8 @@ def by_line(evidence: Iterable[Evidence]) -> list[EvidenceLine]:
 
 def marked(text: str, spans: Iterable[tuple[int, int]]) -> Markup:
     """Text with the union of the spans in <mark>, everything escaped."""
-    merged: list[list[int]] = []
-    for start, end in sorted((max(0, s), min(e, len(text))) for s, e in spans):
-        if end <= start:
-            continue
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
     out, pos = [], 0
-    for start, end in merged:
+    for start, end in merged_spans(text, spans):
         out.append(f"{visible(text[pos:start])}<mark>{visible(text[start:end])}</mark>")
         pos = end
     out.append(str(visible(text[pos:])))

@@ -40,16 +40,23 @@ def began_note(c: Candidate) -> str | None:
     return f"began {c.began.isoformat(sep=' ', timespec='seconds')}, {span((c.time - c.began).total_seconds())} earlier"
 
 
-def _mark(text: str, spans: Iterable[tuple[int, int]]) -> str:
-    """The line with every matched span between » and « (overlapping spans merged)."""
+def merged_spans(text: str, spans: Iterable[tuple[int, int]]) -> list[list[int]]:
+    """The union of the spans, cut to the text, as sorted [start, end] pairs that do not overlap."""
     merged: list[list[int]] = []
-    for start, end in sorted(s for s in spans if s[1] > s[0]):
+    for start, end in sorted((max(0, s), min(e, len(text))) for s, e in spans):
+        if end <= start:
+            continue
         if merged and start <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
+    return merged
+
+
+def _mark(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """The line with every matched span between » and « (overlapping spans merged)."""
     out, pos = [], 0
-    for start, end in merged:
+    for start, end in merged_spans(text, spans):
         out += [text[pos:start], "»", text[start:end], "«"]
         pos = end
     return "".join(out) + text[pos:]
