@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -89,6 +90,24 @@ def make_settings(database_url: str, tmp: Path, **overrides: Any) -> Settings:
     }
     values.update(overrides)
     return Settings(**values)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop_serve(proc: subprocess.Popen[str]) -> str:
+    """Stop a `tracelore serve` subprocess as Ctrl+C does (killed if it takes over 30 s); its output."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out or ""
 
 
 def start_serve(env: dict[str, str], port: int, *, workers: int | None = None) -> subprocess.Popen[str]:

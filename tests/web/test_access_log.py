@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,22 +16,16 @@ import httpx
 import pytest
 from aiosmtpd.controller import Controller
 
-from tests.support import wait_until_ready
+from tests.support import free_port, stop_serve, wait_until_ready
 from tests.web.test_accounts import HTML, Inbox, _csrf
 
 SECRET = "hf_" + "Ab3" * 12  # a Hugging Face token, pasted into the search box
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def mail() -> Iterator[tuple[Inbox, int]]:
     """A real SMTP server (aiosmtpd) that keeps what it receives."""
-    port = _free_port()
+    port = free_port()
     inbox = Inbox()
     controller = Controller(inbox, hostname="127.0.0.1", port=port)
     controller.start()
@@ -48,7 +41,7 @@ def served(
 ) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
     small = tmp_path / "signatures"  # one folder: cheap start-up for each worker
     shutil.copytree(signatures_dir / "memory", small / "memory")
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELORE_")}
     env.update(
         {
@@ -71,12 +64,7 @@ def served(
         wait_until_ready(proc, f"http://127.0.0.1:{port}")
         yield f"http://127.0.0.1:{port}", proc, output
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            out, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
+        out = stop_serve(proc)
         output.append(out)
 
 

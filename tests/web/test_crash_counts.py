@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,16 +19,10 @@ from sqlalchemy import text
 
 from app.store.db import make_engine
 from app.store.migrate import upgrade
-from tests.support import SAMPLES, wait_until_ready
+from tests.support import SAMPLES, free_port, wait_until_ready
 
 LOG = (SAMPLES / "ddp-cuda-oom.log").read_bytes() * 250  # about 1 MB: long enough to be caught mid-diagnosis
 CLIENTS = 6
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -46,7 +39,7 @@ def _serve(database: str, tmp_path: Path, signatures_dir: Path) -> tuple[subproc
     small = tmp_path / "signatures"
     if not small.exists():
         shutil.copytree(signatures_dir / "memory", small / "memory")
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELORE_")}
     env.update(
         {

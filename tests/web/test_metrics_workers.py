@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +16,9 @@ from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.metrics_dir import MULTIPROC_ENV, metrics_directory
-from tests.support import METRICS_AUTH, METRICS_TOKEN, SAMPLES, start_serve, wait_until_ready
+from tests.support import METRICS_AUTH, METRICS_TOKEN, SAMPLES, free_port, start_serve, stop_serve, wait_until_ready
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pids_that_diagnosed(directory: Path) -> set[int]:
@@ -44,7 +36,7 @@ def test_a_scrape_counts_the_requests_every_worker_served(tmp_path: Path, signat
     shutil.copytree(signatures_dir / "memory", small / "memory")
     temp = tmp_path / "tmp"  # where the server makes its metrics directory
     temp.mkdir()
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELORE_") and k != MULTIPROC_ENV}
     env.update(
         {
@@ -70,12 +62,7 @@ def test_a_scrape_counts_the_requests_every_worker_served(tmp_path: Path, signat
         assert proc.pid not in _pids_that_diagnosed(directory)  # the two are workers, not the supervisor
         scrapes = [httpx.get(f"{url}/metrics", headers=METRICS_AUTH) for _ in range(8)]
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        stop_serve(proc)
     assert served >= 2
     for scrape in scrapes:  # whichever worker answered, it counts both workers' requests
         assert scrape.status_code == 200 and scrape.headers["content-type"].startswith("text/plain")

@@ -7,9 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
-import socket
-import subprocess
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,17 +19,11 @@ from sqlalchemy import text
 from app.cli import main
 from app.store.db import make_engine
 from app.store.migrate import upgrade
-from tests.support import start_serve, wait_until_ready
+from tests.support import free_port, start_serve, stop_serve, wait_until_ready
 
 ALLOWANCE = 29
 ATTEMPTS = 240
 LOG = b"[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -75,7 +66,7 @@ def test_exactly_the_allowance_is_admitted_across_worker_processes(
     small = tmp_path / "signatures" / "memory"  # a one-signature library keeps three workers' start-up cheap
     small.mkdir(parents=True)
     shutil.copyfile(signatures_dir / "memory" / "cuda.oom.yaml", small / "cuda.oom.yaml")
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELORE_")}
     env.update(
         {
@@ -105,12 +96,7 @@ def test_exactly_the_allowance_is_admitted_across_worker_processes(
         ]
         quota = httpx.get(f"{url}/api/v1/quota", headers={"Authorization": f"Bearer {key}"}).json()
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        stop_serve(proc)
     assert statuses == Counter({201: ALLOWANCE, 429: ATTEMPTS - ALLOWANCE})
     assert quota["used"] == ALLOWANCE and quota["remaining"] == 0
     assert spoofed == [201, 201, 201, 429]

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -16,20 +13,14 @@ from click.testing import CliRunner
 
 from app.cli import main
 from app.store.migrate import alembic_config
-from tests.support import SAMPLES, start_serve, wait_until_ready
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support import SAMPLES, free_port, start_serve, stop_serve, wait_until_ready
 
 
 def test_serve_migrates_and_serves_with_two_workers(tmp_path: Path, signatures_dir: Path) -> None:
     # A one-folder library keeps three processes' start-up cheap; the full library is tested elsewhere.
     small = tmp_path / "signatures"
     shutil.copytree(signatures_dir / "memory", small / "memory")
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELORE_")}
     env.update({"TRACELORE_DATA_DIR": str(tmp_path / "data"), "TRACELORE_SIGNATURES_DIR": str(small)})
     proc = start_serve(env, port, workers=2)
@@ -44,12 +35,7 @@ def test_serve_migrates_and_serves_with_two_workers(tmp_path: Path, signatures_d
         for _ in range(4):
             assert httpx.get(created.headers["location"]).status_code == 200
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            out, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
+        out = stop_serve(proc)
     assert f"serving on http://127.0.0.1:{port}/" in out
 
 
