@@ -33,17 +33,9 @@ def test_beyond_max_in_flight_requests_get_503_quickly(sqlite_url: str, tmp_path
     settings = make_settings(
         sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=32 << 20, retry_after=7, queue_seconds=0
     )
-    big = SLOW
     with live_server(settings, library) as server, server.client() as client:
         results: list[int] = []
-        slow = threading.Thread(
-            target=lambda: results.append(client.post("/api/v1/diagnoses?store=false", content=big).status_code)
-        )
-        slow.start()
-        deadline = time.monotonic() + 20
-        while _in_flight(client) == 0:
-            assert time.monotonic() < deadline and slow.is_alive(), "the big diagnosis never started"
-            time.sleep(0.01)
+        slow = _hold_the_only_slot(client, results)
         started = time.monotonic()
         refused = client.post("/api/v1/diagnoses", content=OOM)
         elapsed = time.monotonic() - started
@@ -59,9 +51,8 @@ def test_beyond_max_in_flight_requests_get_503_quickly(sqlite_url: str, tmp_path
 
 def _hold_the_only_slot(client: httpx.Client, results: list[int]) -> threading.Thread:
     """Start a diagnosis of a large log and return once it holds the server's only slot."""
-    big = SLOW
     slow = threading.Thread(
-        target=lambda: results.append(client.post("/api/v1/diagnoses?store=false", content=big).status_code)
+        target=lambda: results.append(client.post("/api/v1/diagnoses?store=false", content=SLOW).status_code)
     )
     slow.start()
     deadline = time.monotonic() + 20
