@@ -78,49 +78,23 @@ def _answers(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _postgresql_store_tests(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The store's PostgreSQL tests, run by pytest in a process of their own with `env`."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/store/test_diagnoses.py"]
+    return subprocess.run(
+        [*command, "-k", "postgresql"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
 def test_without_the_variable_a_local_postgresql_is_used_and_skips_are_summed_up() -> None:
     env = {k: v for k, v in os.environ.items() if k != "TRACELORE_TEST_DATABASE_URL"}
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/store/test_diagnoses.py",
-            "-k",
-            "postgresql",
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    run = _postgresql_store_tests(env)
     if _answers(5432):  # this machine has a server: the PostgreSQL tests run against it
         assert run.returncode == 0 and " passed" in run.stdout and "skipped" not in run.stdout, run.stdout[-2000:]
     else:  # none: they are skipped, and the end of the run says how many and why
         assert re.search(r"-+ \d+ tests? skipped -+\n\s+\d+  no PostgreSQL: ", run.stdout), run.stdout[-2000:]
     # Set empty, the variable asks for SQLite only, and the summary says so.
-    empty = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/store/test_diagnoses.py",
-            "-k",
-            "postgresql",
-        ],
-        cwd=REPO,
-        env={**env, "TRACELORE_TEST_DATABASE_URL": ""},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    empty = _postgresql_store_tests({**env, "TRACELORE_TEST_DATABASE_URL": ""})
     assert re.search(r"-+ \d+ tests? skipped -+\n\s+\d+  TRACELORE_TEST_DATABASE_URL is set empty", empty.stdout), (
         empty.stdout
     )
