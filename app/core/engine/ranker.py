@@ -89,7 +89,11 @@ def find_signatures(
     """Every signature with at least one valid fingerprint hit; also why others did not count."""
     found: list[Found] = []
     rejected: dict[str, list[str]] = {}
+    users = library.matched_by
+    seen = {sig_id for scan in scans for index in scan.hits for sig_id in users[index]}
     for sig in library.signatures.values():
+        if sig.id not in seen:  # no pattern of it was seen: nothing to judge
+            continue
         matched: dict[str, float] = {}
         hits: list[tuple[FileScan, LineHit, Pattern, str]] = []
         last_line: dict[int, int] = {}

@@ -170,6 +170,17 @@ class Library:
                 found[rule.kind].add(i)
         return MappingProxyType({k: frozenset(v) for k, v in found.items()})
 
+    @functools.cached_property
+    def matched_by(self) -> tuple[frozenset[str], ...]:
+        """Per pattern index, the signatures that use it as a fingerprint or a symptom.
+
+        Ranking visits only the signatures some hit pattern belongs to, not the whole library.
+        """
+        return tuple(
+            frozenset(r.signature for r in rules if r.signature and r.kind in ("fingerprint", "symptom"))
+            for rules in self.rules
+        )
+
 
 _MULTILINE = "patterns match one line; remove the newline"
 
