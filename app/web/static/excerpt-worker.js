@@ -27,29 +27,42 @@ const lowerAscii = (s) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
 const FOLD = new Uint8Array(256);
 for (let b = 0; b < 256; b++) FOLD[b] = b >= 65 && b <= 90 ? b + 32 : b;
 
-// Which atoms a block holds, and on which lines, found in one pass over its bytes (ASCII
-// case folded): a hash of the last three bytes is looked up in a table (32 KB: it stays in
-// the CPU's first cache) of the hashes of one three-byte piece of each atom, and only where
-// it is set are the atoms with that piece compared. The piece is the atom's rarest in the
-// log itself (the first block a worker reads tells how often each occurs), not its first.
-// An atom found on DENSE lines of a block is looked for no more in it (its patterns search
-// the block's text instead): a hash whose atoms are all so is cleared from the block's table.
-const GRAM_BITS = 15;
-const GRAM_MASK = (1 << GRAM_BITS) - 1;
-// Lines of an atom listed per block before its patterns are searched for in the text instead:
-// trying a pattern on a few lines is cheaper than one search of the block, on many it is not.
-const DENSE = 48;
-const gramOf = (a, b, c) => ((((FOLD[a] << 5) ^ FOLD[b]) << 5) ^ FOLD[c]) & GRAM_MASK;
+// Which atoms a block holds, and on which lines, found in one pass over its bytes read four
+// at a time (a 32-bit word; ASCII case folded loosely by setting bit 5 of every byte, exact
+// folding is left to the comparison). An atom of seven bytes or more covers a whole word at
+// a multiple of four wherever it starts: per start modulo four, its rarest such piece (the
+// first block a worker reads tells how often each occurs) is entered in a table of word
+// hashes (a bit per hash, 8 KB), and the atom is compared only where a word's hash is set. An atom of three
+// to six bytes covers a whole two-byte half of a word: the same with a table of halves. So a
+// block costs a load, a hash and a test per four bytes, not per byte. The same pass finds
+// the newlines and the lines holding bytes over 0x7f (the block's text is searched as one
+// byte per character, those lines are tried one by one). An atom found on many lines of a
+// block is looked for no more in it (its patterns search the block's text instead): a hash
+// whose atoms are all so is cleared from the block's table.
+const WORD_BITS = 16;
+// Lines of an atom listed per block, per byte of the block, before its patterns are searched
+// for in the text instead: trying a pattern on a line costs about what searching 200-500
+// bytes of text does (Chromium, Node), so a pattern is tried line by line up to a line per
+// KB (a seventh of the lines of a training log), and the block is searched past that.
+const DENSE_BYTES = 1024;
+const DENSE_MIN = 48;
+const LOOSE4 = 0x20202020;
+const LOOSE2 = 0x2020;
+const HIGH = 0x80808080 | 0; // bit 7 of each byte
+const GOLDEN = 0x9e3779b1 | 0;
+const hashWord = (x) => Math.imul(x | LOOSE4, GOLDEN) >>> (32 - WORD_BITS);
+// A block's words are read in the machine's byte order, little-endian wherever browsers run.
+const wordAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24);
+const halfAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8);
 let atomPatterns = null; // the patterns with atoms, until the first block comes
 
-function gramCounts(buf) {
-  const counts = new Int32Array(GRAM_MASK + 1);
-  let h = 0;
-  for (let i = 0; i < buf.length; i++) {
-    h = ((h << 5) ^ FOLD[buf[i]]) & GRAM_MASK;
-    counts[h]++;
-  }
-  return counts;
+function pieceCounts(block) {
+  const buf = block.subarray(0, 1 << 20); // a sample is enough to rank pieces
+  const words = new Int32Array(1 << WORD_BITS);
+  const halves = new Int32Array(1 << 16);
+  for (let i = 0; i + 4 <= buf.length; i++) words[hashWord(wordAt(buf, i))]++;
+  for (let i = 0; i + 2 <= buf.length; i++) halves[(halfAt(buf, i) | LOOSE2) & 0xffff]++;
+  return { words, halves };
 }
 
 function buildGrams(patterns, counts) {
@@ -69,31 +82,44 @@ function buildGrams(patterns, counts) {
       owners[k].push(p.id);
     }
   }
-  const buckets = new Map(); // hash -> atom indexes
-  const offsets = new Int32Array(bytes.length); // where in each atom its piece starts
+  const words = new Map(); // word hash -> [atom, offset, ...]
+  const halves = new Map(); // half -> [atom, offset, ...]
+  const homes = bytes.map(() => []); // per atom: its entries, [table, key] pairs
   const short = []; // atoms of fewer than three bytes (none are published): compared everywhere
+  const enter = (table, key, k, off) => {
+    if (!table.has(key)) table.set(key, []);
+    const list = table.get(key);
+    if (list.some((v, j) => j % 2 === 0 && v === k)) return; // one entry per atom and key
+    list.push(k, off);
+    homes[k].push(table === words ? 0 : 1, key);
+  };
   bytes.forEach((atom, k) => {
     if (atom.length < 3) {
       short.push(k);
       return;
     }
-    let best = 0;
-    for (let off = 1; off + 3 <= atom.length; off++) {
-      if (counts[gramOf(atom[off], atom[off + 1], atom[off + 2])] < counts[gramOf(atom[best], atom[best + 1], atom[best + 2])]) best = off;
+    const wide = atom.length >= 7;
+    const step = wide ? 4 : 2;
+    const span = wide ? 4 : 2;
+    const keyAt = wide ? (off) => hashWord(wordAt(atom, off)) : (off) => (halfAt(atom, off) | LOOSE2) & 0xffff;
+    const count = wide ? counts.words : counts.halves;
+    for (let r = 0; r < step; r++) {
+      let best = r;
+      for (let off = r + step; off + span <= atom.length; off += step) if (count[keyAt(off)] < count[keyAt(best)]) best = off;
+      enter(wide ? words : halves, keyAt(best), k, best);
     }
-    offsets[k] = best;
-    const g = gramOf(atom[best], atom[best + 1], atom[best + 2]);
-    if (!buckets.has(g)) buckets.set(g, []);
-    buckets.get(g).push(k);
   });
-  const bitmap = new Uint8Array(GRAM_MASK + 1); // a byte per hash: one load to test
-  const lists = new Array(GRAM_MASK + 1);
-  const sizes = new Int32Array(GRAM_MASK + 1);
-  for (const [g, ks] of buckets) {
-    bitmap[g] = 1;
-    lists[g] = Int32Array.from(ks);
-    sizes[g] = ks.length;
-  }
+  const table = (map, size) => {
+    const bitmap = new Int32Array(size >>> 5); // a bit per key: 8 KB, in the CPU's first cache
+    const lists = new Array(size);
+    const sizes = new Int32Array(size);
+    for (const [key, list] of map) {
+      bitmap[key >>> 5] |= 1 << (key & 31);
+      lists[key] = Int32Array.from(list);
+      sizes[key] = list.length / 2;
+    }
+    return { bitmap, lists, sizes };
+  };
   const atomsOf = new Map(); // pattern -> its atoms' indexes
   owners.forEach((ids, k) => {
     for (const id of ids) {
@@ -101,49 +127,106 @@ function buildGrams(patterns, counts) {
       atomsOf.get(id).push(k);
     }
   });
-  return { bytes, offsets, owners: owners.map((o) => Int32Array.from(o)), atomsOf, bitmap, lists, sizes, short };
+  return {
+    bytes,
+    homes,
+    owners: owners.map((o) => Int32Array.from(o)),
+    atomsOf,
+    words: table(words, 1 << WORD_BITS),
+    halves: table(halves, 1 << 16),
+    short,
+  };
 }
 
-// One pass over a block: its newlines, and which patterns' atoms it holds.
-function scanBlock(buf) {
-  if (grams === null) grams = buildGrams(atomPatterns, gramCounts(buf));
-  const { bytes, offsets, owners, lists, sizes, short } = grams;
-  const bitmap = grams.bitmap.slice();
-  const left = sizes.slice(); // per hash: its atoms still recorded line by line in this block
-  const lines = bytes.map(() => null); // per atom: the lines holding it, or null
-  const dense = new Uint8Array(bytes.length); // atoms on too many lines to list: their patterns search the text
-  const ends = [];
+// The atoms of a table entry that are at `pos - offset`, on `line`: their lines recorded
+// (one function for every block, so the engine keeps its optimised code).
+function check(state, list, pos, line) {
+  const { buf, bytes, lines, dense } = state;
   const n = buf.length;
-  let h = 0;
-  for (let i = 0; i < n; i++) {
-    const b = buf[i];
-    if (b === 10) {
-      ends.push(i);
-      continue; // in no atom
-    }
-    h = ((h << 5) ^ FOLD[b]) & GRAM_MASK;
-    if (bitmap[h] === 0) continue;
-    const list = lists[h];
-    for (let k = 0; k < list.length; k++) {
-      const atom = list[k];
-      if (dense[atom]) continue;
-      const word = bytes[atom];
-      const start = i - 2 - offsets[atom];
-      if (start < 0 || start + word.length > n) continue;
-      let j = 0;
-      while (j < word.length && FOLD[buf[start + j]] === word[j]) j++;
-      if (j < word.length) continue;
-      const line = ends.length;
-      let at = lines[atom];
-      if (at === null) at = lines[atom] = [];
-      if (at.length && at[at.length - 1] === line) continue;
-      at.push(line);
-      if (at.length >= DENSE) {
-        dense[atom] = 1;
-        if (--left[h] === 0) bitmap[h] = 0;
+  for (let e = 0; e < list.length; e += 2) {
+    const atom = list[e];
+    if (dense[atom]) continue;
+    const word = bytes[atom];
+    const start = pos - list[e + 1];
+    if (start < 0 || start + word.length > n) continue;
+    let j = 0;
+    while (j < word.length && FOLD[buf[start + j]] === word[j]) j++;
+    if (j < word.length) continue;
+    let at = lines[atom];
+    if (at === null) at = lines[atom] = [];
+    if (at.length && at[at.length - 1] === line) continue;
+    at.push(line);
+    if (at.length >= state.denseAt) {
+      dense[atom] = 1;
+      const home = state.homes[atom];
+      for (let h = 0; h < home.length; h += 2) {
+        const key = home[h + 1];
+        if (home[h] === 0) {
+          if (--state.wordLeft[key] === 0) state.wordBits[key >>> 5] &= ~(1 << (key & 31));
+        } else if (--state.halfLeft[key] === 0) state.halfBits[key >>> 5] &= ~(1 << (key & 31));
       }
     }
   }
+}
+
+// The pass itself, apart: a small function the engine optimises once for every block.
+function scanWords(state, words, ends, wide) {
+  const { buf, wordBits, halfBits } = state;
+  const wordLists = grams.words.lists;
+  const halfLists = grams.halves.lists;
+  const n = buf.length;
+  let line = 0; // newlines before the word
+  for (let w = 0; w < words.length; w++) {
+    const x = words[w];
+    const y = x ^ 0x0a0a0a0a;
+    if (((y - 0x01010101) & ~y & HIGH) === 0) {
+      // No newline in the word (the usual case).
+      if ((x & HIGH) !== 0 && (wide.length === 0 || wide[wide.length - 1] !== line)) wide.push(line);
+      const h = Math.imul(x | LOOSE4, GOLDEN) >>> (32 - WORD_BITS);
+      if ((wordBits[h >>> 5] & (1 << (h & 31))) !== 0) check(state, wordLists[h], w << 2, line);
+      const lo = (x | LOOSE2) & 0xffff;
+      if ((halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) check(state, halfLists[lo], w << 2, line);
+      const hi = ((x >>> 16) | LOOSE2) & 0xffff;
+      if ((halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) check(state, halfLists[hi], (w << 2) + 2, line);
+      continue;
+    }
+    // A word with a newline: byte by byte; only its halves without one can be in an atom.
+    const pos = w << 2;
+    const lineOfHalf = [line, line];
+    for (let j = 0; j < 4 && pos + j < n; j++) {
+      const b = buf[pos + j];
+      if (b === 10) {
+        ends.push(pos + j);
+        line++;
+        if (j < 2) lineOfHalf[0] = -1;
+        lineOfHalf[1] = j < 2 ? line : -1;
+      } else if (b > 0x7f && (wide.length === 0 || wide[wide.length - 1] !== line)) wide.push(line);
+    }
+    const lo = (x | LOOSE2) & 0xffff;
+    if (lineOfHalf[0] >= 0 && (halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) check(state, halfLists[lo], pos, lineOfHalf[0]);
+    const hi = ((x >>> 16) | LOOSE2) & 0xffff;
+    if (lineOfHalf[1] >= 0 && (halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) check(state, halfLists[hi], pos + 2, lineOfHalf[1]);
+  }
+}
+
+// One pass over a block: its newlines, the lines with bytes over 0x7f, which patterns'
+// atoms it holds and on which lines. `copy` is the block followed by at least four zero
+// bytes, in a buffer of whole words.
+function scanBlock(buf, copy) {
+  if (grams === null) grams = buildGrams(atomPatterns, pieceCounts(buf));
+  const { bytes, homes, owners, short } = grams;
+  const wordBits = grams.words.bitmap.slice();
+  const halfBits = grams.halves.bitmap.slice();
+  const wordLeft = grams.words.sizes.slice(); // per key: its atoms still recorded line by line
+  const halfLeft = grams.halves.sizes.slice();
+  const lines = bytes.map(() => null); // per atom: the lines holding it, or null
+  const dense = new Uint8Array(bytes.length); // atoms on too many lines to list: their patterns search the text
+  const ends = [];
+  const wide = []; // lines holding a byte over 0x7f
+  const n = buf.length;
+  const denseAt = Math.max(DENSE_MIN, Math.floor(n / DENSE_BYTES));
+  const state = { buf, bytes, homes, lines, dense, denseAt, wordBits, halfBits, wordLeft, halfLeft };
+  scanWords(state, new Int32Array(copy.buffer, 0, (n + 3) >>> 2), ends, wide); // signed words: small integers to the engine
   if (n && buf[n - 1] !== 10) ends.push(n); // a last line without a newline
   if (short.length) {
     const text = lowerAscii(decoder.decode(buf));
@@ -152,7 +235,7 @@ function scanBlock(buf) {
   const on = new Uint8Array(patternCount);
   for (let k = 0; k < bytes.length; k++) if (lines[k] !== null || dense[k]) for (const id of owners[k]) on[id] = 1;
   for (const id of always) on[id] = 1;
-  return { ends: Int32Array.from(ends), on, lines, dense };
+  return { ends: Int32Array.from(ends), wide, on, lines, dense };
 }
 
 // The lines a pattern's atoms were found on, in order, or null when one of its atoms is on
@@ -266,6 +349,19 @@ function newlines(data, nl, length) {
   return Int32Array.from(out);
 }
 
+// Two ascending lists of lines as one, without repeats.
+function merged(a, b) {
+  const out = [];
+  let j = 0;
+  for (const x of a) {
+    while (j < b.length && b[j] < x) out.push(b[j++]);
+    if (j < b.length && b[j] === x) j++;
+    out.push(x);
+  }
+  while (j < b.length) out.push(b[j++]);
+  return out;
+}
+
 // What the page's `matches` says of one pattern on one line of text: escapes removed,
 // frame by frame (a carriage return starts one), empty frames never match.
 function matchesOne(text, id) {
@@ -282,18 +378,98 @@ function matchesOne(text, id) {
   return false;
 }
 
-function work(buf) {
-  const scan = scanBlock(buf);
-  const { ends, on } = scan; // the page's line ends (in bytes), the patterns present
+// The block's text is searched one byte per character (a one-byte string: decoded and
+// searched faster than the two bytes per character any character over U+00FF costs)
+// unless more than one line in WIDE_SHARE holds bytes over 0x7f: then it is decoded whole.
+const WIDE_SHARE = 4;
+// Bytes 0xa0-0xff read as U+00A0-U+00FF ("latin1" is windows-1252, whose 0x80-0x9f are not
+// Latin-1: no such byte is left in the text it decodes).
+const narrowDecoder = new TextDecoder("latin1");
+const STAND_IN = 0xbf; // '¿': a character a pattern written in ASCII treats as any other non-ASCII one
+// Characters over U+00FF a pattern can treat apart from others (\s, line ends): a line
+// holding one is tried with every pattern instead.
+const SPACES = /[\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]/;
+let scratch = new Uint8Array(0); // the block's copy, kept from block to block
+
+// Each wide line's decoded text written into `copy` as one byte per UTF-16 unit, which an
+// ASCII-written pattern (spec: `narrow`) matches exactly as it matches the decoded line: a
+// character up to U+00FF stays itself, one above becomes STAND_IN (neither a word character
+// nor a digit nor a space, in no ASCII class, matched by '.' and every negated class); the
+// text after the line moves down. Returns the length of the text and the line ends in it.
+function narrowText(buf, copy, ends, wide, special, texts) {
+  const n = buf.length;
   const count = ends.length;
-  const raw = decoder.decode(buf);
-  // The text searched: as the rules judge it, without escapes (they hold no newline, so
-  // the lines stay the same lines).
+  const stops = new Int32Array(count);
+  let write = 0;
+  let read = 0;
+  let shift = 0;
+  let k = 0;
+  for (const i of wide) {
+    for (; k < i; k++) stops[k] = ends[k] - shift;
+    const start = i ? ends[i - 1] + 1 : 0;
+    const end = ends[i];
+    if (special[i]) {
+      for (let p = start; p < end; p++) if (copy[p] > 0x7f) copy[p] = STAND_IN; // tried as it is anyway
+      continue;
+    }
+    copy.copyWithin(write, read, start);
+    write += start - read;
+    const t = decoder.decode(buf.subarray(start, end));
+    texts.set(i, t);
+    for (let j = 0; j < t.length; j++) {
+      const c = t.charCodeAt(j);
+      copy[write + j] = c < 0x80 || (c >= 0xa0 && c <= 0xff) ? c : STAND_IN;
+    }
+    if (SPACES.test(t)) special[i] = 1;
+    write += t.length;
+    read = end;
+    shift += end - start - t.length;
+  }
+  for (; k < count; k++) stops[k] = ends[k] - shift;
+  copy.copyWithin(write, read, n);
+  return { length: n - shift, stops };
+}
+
+function work(buf) {
+  const n = buf.length;
+  const size = (((n + 3) >>> 2) << 2) + 4; // whole words, zeros after the block
+  if (scratch.length < size) scratch = new Uint8Array(size + (size >>> 3));
+  const copy = scratch.subarray(0, size);
+  copy.set(buf);
+  copy.fill(0, n);
+  const scan = scanBlock(buf, copy);
+  const { ends, on, wide } = scan; // the page's line ends (in bytes), the patterns present
+  const count = ends.length;
+  const byteStart = (i) => (i ? ends[i - 1] + 1 : 0);
+  const texts = new Map(); // line -> its text, as the rules judge it
+  // Lines over line_bytes are judged on their start, which a search of the whole line does
+  // not see as the end of a text: they are tried with every pattern present.
+  const special = new Uint8Array(count);
+  for (let i = 0; i < count; i++) if (ends[i] - byteStart(i) > rules.line_bytes) special[i] = 1;
+  const narrow = wide.length * WIDE_SHARE <= count;
+  let raw;
+  let rawStops = null;
+  if (narrow) {
+    const made = narrowText(buf, copy, ends, wide, special, texts);
+    raw = narrowDecoder.decode(copy.subarray(0, made.length));
+    rawStops = made.stops;
+  } else raw = decoder.decode(buf);
+  // As the rules judge it, without escapes (they hold no newline, so the lines stay the same lines).
   const hasEscapes = raw.includes("\x1b");
   const searched = hasEscapes ? raw.replace(ansi, "") : raw;
-  const stops = newlines(searched, "\n", searched.length); // line ends in the searched text
-  const rawStops = hasEscapes ? newlines(raw, "\n", raw.length) : stops;
+  if (rawStops === null) rawStops = newlines(raw, "\n", raw.length);
+  const stops = hasEscapes ? newlines(searched, "\n", searched.length) : rawStops; // line ends in the searched text
   const aligned = stops.length === count && rawStops.length === count;
+  // Lines holding an escape: one inside an atom hides it from the byte pass, so they are
+  // tried with each pattern present that is tried line by line.
+  const escaped = [];
+  if (hasEscapes) {
+    let line = 0;
+    for (let at = raw.indexOf("\x1b"); at >= 0; at = raw.indexOf("\x1b", at + 1)) {
+      while (line < count && rawStops[line] < at) line++;
+      if (escaped[escaped.length - 1] !== line) escaped.push(line);
+    }
+  }
   const lineStart = (i) => (i ? stops[i - 1] + 1 : 0);
   const lineOf = (at, from) => {
     let lo = from;
@@ -305,15 +481,20 @@ function work(buf) {
     }
     return lo;
   };
-  // Lines over line_bytes are judged on their start, which a search of the whole line does
-  // not see as the end of a text: they are tried with every pattern present.
-  const long = [];
-  for (let i = 0; i < count; i++) if (ends[i] - (i ? ends[i - 1] + 1 : 0) > rules.line_bytes) long.push(i);
-  const texts = new Map();
+  // Tried with every pattern present: the special lines; for a pattern not written in ASCII,
+  // the narrowed lines too.
+  const longAll = [];
+  const longOrWide = [];
+  let w = 0;
+  for (let i = 0; i < count; i++) {
+    if (special[i]) longAll.push(i);
+    while (w < wide.length && wide[w] < i) w++;
+    if (special[i] || (narrow && wide[w] === i)) longOrWide.push(i);
+  }
   const text = (i) => {
     let t = texts.get(i);
     if (t === undefined) {
-      const start = i ? ends[i - 1] + 1 : 0;
+      const start = byteStart(i);
       if (ends[i] - start > rules.line_bytes) t = decoder.decode(buf.subarray(start, start + rules.line_bytes));
       else t = raw.slice(i ? rawStops[i - 1] + 1 : 0, rawStops[i]);
       texts.set(i, t);
@@ -329,13 +510,17 @@ function work(buf) {
   const listed = new Map(); // pattern -> the lines its atoms are on (null: search the text)
   function* candidates(id, from) {
     const p = patterns[id];
-    if (!listed.has(id)) listed.set(id, atomLines(id, scan));
+    if (!listed.has(id)) {
+      const few = atomLines(id, scan);
+      listed.set(id, few !== null && escaped.length ? merged(few, escaped) : few);
+    }
     const few = listed.get(id);
     if (few !== null) {
       // Its atoms are on a few lines only (a line it matches holds one of them).
       for (const i of few) if (i >= from) yield i;
       return;
     }
+    const long = p.narrow ? longAll : longOrWide;
     let k = 0;
     while (k < long.length && long[k] < from) k++;
     if (!aligned) {
@@ -470,7 +655,10 @@ onmessage = (event) => {
           all = new RegExp(p.js, p.flags + "gm");
         }
       }
-      return { re, all, atoms: p.atoms, progress: p.kind === "progress" };
+      // Searched in a block's one-byte text as in its decoded text: written in ASCII, no
+      // escape naming a character (\x, \u), no Unicode mode.
+      const narrow = all !== null && /^[\x00-\x7f]*$/.test(p.js) && !/\\[ux]/.test(p.js) && !/[uv]/.test(p.flags);
+      return { re, all, narrow, atoms: p.atoms, progress: p.kind === "progress" };
     });
     const usable = spec.patterns.filter((p, i) => patterns[i].re || p.atoms);
     patternCount = spec.patterns.length;
