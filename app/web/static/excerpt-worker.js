@@ -30,15 +30,15 @@ for (let b = 0; b < 256; b++) FOLD[b] = b >= 65 && b <= 90 ? b + 32 : b;
 // Which atoms a block holds, and on which lines, found in one pass over its bytes read four
 // at a time (a 32-bit word; ASCII case folded loosely by setting bit 5 of every byte, exact
 // folding is left to the comparison). An atom of seven bytes or more covers a whole word at
-// a multiple of four wherever it starts: per start modulo four, its rarest such piece (the
-// first block a worker reads tells how often each occurs) is entered in a table of word
-// hashes (a bit per hash, 8 KB), and the atom is compared only where a word's hash is set. An atom of three
-// to six bytes covers a whole two-byte half of a word: the same with a table of halves. So a
-// block costs a load, a hash and a test per four bytes, not per byte. The same pass finds
-// the newlines and the lines holding bytes over 0x7f (the block's text is searched as one
-// byte per character, those lines are tried one by one). An atom found on many lines of a
-// block is looked for no more in it (its patterns search the block's text instead): a hash
-// whose atoms are all so is cleared from the block's table.
+// a multiple of four wherever it starts: per start modulo four, its rarest such piece (a
+// sample of the first block a worker reads tells how often each occurs) is entered in a
+// table of word hashes (a bit per hash, 8 KB: it stays in the CPU's first cache), and the
+// atom is compared only where a word's hash is set. An atom of three to six bytes covers a
+// whole two-byte half of a word: the same with a table of halves. So a block costs a load,
+// a hash and three tests per four bytes rather than a hash per byte. The same pass finds the
+// newlines and the lines holding bytes over 0x7f. An atom found on many lines of a block is
+// looked for no more in it (its patterns search the block's text instead): a hash whose
+// atoms are all so is cleared from the block's table.
 const WORD_BITS = 16;
 // Lines of an atom listed per block, per byte of the block, before its patterns are searched
 // for in the text instead: trying a pattern on a line costs about what searching 200-500
@@ -57,7 +57,7 @@ const halfAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8);
 let atomPatterns = null; // the patterns with atoms, until the first block comes
 
 function pieceCounts(block) {
-  const buf = block.subarray(0, 1 << 20); // a sample is enough to rank pieces
+  const buf = block.subarray(0, 128 << 10); // a sample ranks the pieces well enough, and costs little before the code is optimised
   const words = new Int32Array(1 << WORD_BITS);
   const halves = new Int32Array(1 << 16);
   for (let i = 0; i + 4 <= buf.length; i++) words[hashWord(wordAt(buf, i))]++;
@@ -141,11 +141,11 @@ function buildGrams(patterns, counts) {
 // The atoms of a table entry that are at `pos - offset`, on `line`: their lines recorded
 // (one function for every block, so the engine keeps its optimised code).
 function check(state, list, pos, line) {
-  const { buf, bytes, lines, dense } = state;
+  const { buf, bytes, lines, dense, lastLine } = state;
   const n = buf.length;
   for (let e = 0; e < list.length; e += 2) {
     const atom = list[e];
-    if (dense[atom]) continue;
+    if (dense[atom] || lastLine[atom] === line) continue; // the line is listed already
     const word = bytes[atom];
     const start = pos - list[e + 1];
     if (start < 0 || start + word.length > n) continue;
@@ -154,7 +154,7 @@ function check(state, list, pos, line) {
     if (j < word.length) continue;
     let at = lines[atom];
     if (at === null) at = lines[atom] = [];
-    if (at.length && at[at.length - 1] === line) continue;
+    lastLine[atom] = line;
     at.push(line);
     if (at.length >= state.denseAt) {
       dense[atom] = 1;
@@ -225,7 +225,8 @@ function scanBlock(buf, copy) {
   const wide = []; // lines holding a byte over 0x7f
   const n = buf.length;
   const denseAt = Math.max(DENSE_MIN, Math.floor(n / DENSE_BYTES));
-  const state = { buf, bytes, homes, lines, dense, denseAt, wordBits, halfBits, wordLeft, halfLeft };
+  const lastLine = new Int32Array(bytes.length).fill(-1); // per atom: the last line listed
+  const state = { buf, bytes, homes, lines, dense, lastLine, denseAt, wordBits, halfBits, wordLeft, halfLeft };
   scanWords(state, new Int32Array(copy.buffer, 0, (n + 3) >>> 2), ends, wide); // signed words: small integers to the engine
   if (n && buf[n - 1] !== 10) ends.push(n); // a last line without a newline
   if (short.length) {
@@ -337,6 +338,19 @@ function searchSource(source) {
   return cut.join("|");
 }
 
+// A pattern's expression over a whole block (searchSource), made on its first search: "m" so
+// that ^ and $ see line ends (and a CR, which starts a frame); "g" to search from a given line on.
+function wholeOf(p) {
+  if (p.all === undefined) {
+    try {
+      p.all = new RegExp(searchSource(p.js), p.flags + "gm");
+    } catch (err) {
+      p.all = new RegExp(p.js, p.flags + "gm");
+    }
+  }
+  return p.all;
+}
+
 // Offsets of the newlines in a string (or a byte array), and of its end when it lacks a last one.
 function newlines(data, nl, length) {
   const out = [];
@@ -378,57 +392,10 @@ function matchesOne(text, id) {
   return false;
 }
 
-// The block's text is searched one byte per character (a one-byte string: decoded and
-// searched faster than the two bytes per character any character over U+00FF costs)
-// unless more than one line in WIDE_SHARE holds bytes over 0x7f: then it is decoded whole.
-const WIDE_SHARE = 4;
-// Bytes 0xa0-0xff read as U+00A0-U+00FF ("latin1" is windows-1252, whose 0x80-0x9f are not
-// Latin-1: no such byte is left in the text it decodes).
-const narrowDecoder = new TextDecoder("latin1");
-const STAND_IN = 0xbf; // '¿': a character a pattern written in ASCII treats as any other non-ASCII one
-// Characters over U+00FF a pattern can treat apart from others (\s, line ends): a line
-// holding one is tried with every pattern instead.
-const SPACES = /[\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]/;
+// A block of ASCII only is decoded as "latin1" (windows-1252; the same characters under
+// 0x80), whose text needs no search for its newlines: its offsets are the bytes'.
+const asciiDecoder = new TextDecoder("latin1");
 let scratch = new Uint8Array(0); // the block's copy, kept from block to block
-
-// Each wide line's decoded text written into `copy` as one byte per UTF-16 unit, which an
-// ASCII-written pattern (spec: `narrow`) matches exactly as it matches the decoded line: a
-// character up to U+00FF stays itself, one above becomes STAND_IN (neither a word character
-// nor a digit nor a space, in no ASCII class, matched by '.' and every negated class); the
-// text after the line moves down. Returns the length of the text and the line ends in it.
-function narrowText(buf, copy, ends, wide, special, texts) {
-  const n = buf.length;
-  const count = ends.length;
-  const stops = new Int32Array(count);
-  let write = 0;
-  let read = 0;
-  let shift = 0;
-  let k = 0;
-  for (const i of wide) {
-    for (; k < i; k++) stops[k] = ends[k] - shift;
-    const start = i ? ends[i - 1] + 1 : 0;
-    const end = ends[i];
-    if (special[i]) {
-      for (let p = start; p < end; p++) if (copy[p] > 0x7f) copy[p] = STAND_IN; // tried as it is anyway
-      continue;
-    }
-    copy.copyWithin(write, read, start);
-    write += start - read;
-    const t = decoder.decode(buf.subarray(start, end));
-    texts.set(i, t);
-    for (let j = 0; j < t.length; j++) {
-      const c = t.charCodeAt(j);
-      copy[write + j] = c < 0x80 || (c >= 0xa0 && c <= 0xff) ? c : STAND_IN;
-    }
-    if (SPACES.test(t)) special[i] = 1;
-    write += t.length;
-    read = end;
-    shift += end - start - t.length;
-  }
-  for (; k < count; k++) stops[k] = ends[k] - shift;
-  copy.copyWithin(write, read, n);
-  return { length: n - shift, stops };
-}
 
 function work(buf) {
   const n = buf.length;
@@ -441,23 +408,16 @@ function work(buf) {
   const { ends, on, wide } = scan; // the page's line ends (in bytes), the patterns present
   const count = ends.length;
   const byteStart = (i) => (i ? ends[i - 1] + 1 : 0);
-  const texts = new Map(); // line -> its text, as the rules judge it
   // Lines over line_bytes are judged on their start, which a search of the whole line does
   // not see as the end of a text: they are tried with every pattern present.
-  const special = new Uint8Array(count);
-  for (let i = 0; i < count; i++) if (ends[i] - byteStart(i) > rules.line_bytes) special[i] = 1;
-  const narrow = wide.length * WIDE_SHARE <= count;
-  let raw;
-  let rawStops = null;
-  if (narrow) {
-    const made = narrowText(buf, copy, ends, wide, special, texts);
-    raw = narrowDecoder.decode(copy.subarray(0, made.length));
-    rawStops = made.stops;
-  } else raw = decoder.decode(buf);
+  const long = [];
+  for (let i = 0; i < count; i++) if (ends[i] - byteStart(i) > rules.line_bytes) long.push(i);
+  const ascii = wide.length === 0;
+  const raw = ascii ? asciiDecoder.decode(copy.subarray(0, n)) : decoder.decode(buf);
   // As the rules judge it, without escapes (they hold no newline, so the lines stay the same lines).
   const hasEscapes = raw.includes("\x1b");
   const searched = hasEscapes ? raw.replace(ansi, "") : raw;
-  if (rawStops === null) rawStops = newlines(raw, "\n", raw.length);
+  const rawStops = ascii ? ends : newlines(raw, "\n", raw.length);
   const stops = hasEscapes ? newlines(searched, "\n", searched.length) : rawStops; // line ends in the searched text
   const aligned = stops.length === count && rawStops.length === count;
   // Lines holding an escape: one inside an atom hides it from the byte pass, so they are
@@ -481,16 +441,7 @@ function work(buf) {
     }
     return lo;
   };
-  // Tried with every pattern present: the special lines; for a pattern not written in ASCII,
-  // the narrowed lines too.
-  const longAll = [];
-  const longOrWide = [];
-  let w = 0;
-  for (let i = 0; i < count; i++) {
-    if (special[i]) longAll.push(i);
-    while (w < wide.length && wide[w] < i) w++;
-    if (special[i] || (narrow && wide[w] === i)) longOrWide.push(i);
-  }
+  const texts = new Map();
   const text = (i) => {
     let t = texts.get(i);
     if (t === undefined) {
@@ -520,7 +471,6 @@ function work(buf) {
       for (const i of few) if (i >= from) yield i;
       return;
     }
-    const long = p.narrow ? longAll : longOrWide;
     let k = 0;
     while (k < long.length && long[k] < from) k++;
     if (!aligned) {
@@ -530,9 +480,10 @@ function work(buf) {
     let i = from;
     while (i < count) {
       let found = count;
-      if (p.all) {
-        p.all.lastIndex = lineStart(i);
-        const m = p.all.exec(searched);
+      const all = wholeOf(p);
+      if (all) {
+        all.lastIndex = lineStart(i);
+        const m = all.exec(searched);
         if (m !== null) found = lineOf(m.index, i);
       } else {
         if (lowered === null) lowered = lowerAscii(searched);
@@ -645,20 +596,8 @@ onmessage = (event) => {
           re = null; // judged on its atoms, as the page does
         }
       }
-      // The same expression over a whole block: "m" so that ^ and $ see line ends (and a CR,
-      // which starts a frame); "g" to search from a given line on.
-      let all = null;
-      if (re) {
-        try {
-          all = new RegExp(searchSource(p.js), p.flags + "gm");
-        } catch (err) {
-          all = new RegExp(p.js, p.flags + "gm");
-        }
-      }
-      // Searched in a block's one-byte text as in its decoded text: written in ASCII, no
-      // escape naming a character (\x, \u), no Unicode mode.
-      const narrow = all !== null && /^[\x00-\x7f]*$/.test(p.js) && !/\\[ux]/.test(p.js) && !/[uv]/.test(p.flags);
-      return { re, all, narrow, atoms: p.atoms, progress: p.kind === "progress" };
+      const all = re === null ? null : undefined; // made on first use (wholeOf): few are ever searched
+      return { re, all, js: p.js, flags: p.flags, atoms: p.atoms, progress: p.kind === "progress" };
     });
     const usable = spec.patterns.filter((p, i) => patterns[i].re || p.atoms);
     patternCount = spec.patterns.length;
