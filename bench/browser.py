@@ -1,6 +1,7 @@
 """The browser's evidence pass: a log picked on the home page, read by Chromium through Playwright.
 
     python bench/browser.py [--size 100M] [--repeat 3] [--before REF] [--out bench/out]
+    python bench/browser.py --worker [--size 100M] [--repeat 5] [--before REF]
 
 It starts `tracelore serve` (bench/api.py's throwaway server), opens the home page in
 Debian's Chromium (`/usr/bin/chromium`, or TRACELORE_TEST_CHROMIUM), picks a generated
@@ -11,11 +12,16 @@ page and its workers, read from /proc: steadier than the wall time on a loaded m
 and checks that the page kept exactly the lines `app.core.selection.selector.select_evidence`
 keeps. With `--before REF`, the page's scripts of that commit (`git show`) are served in
 alternate rounds, the same page and server otherwise, and both are reported.
+
+`--worker` runs the page's screening worker alone in Node (bench/excerpt_worker.js: two
+workers, blocks and caps as the page hands them out) and reports its CPU time, per run and
+the median, alternately with REF's worker if given, and whether their answers are equal.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -139,6 +145,33 @@ def browser_pass(log: Path, repeat: int, before: str | None = None) -> dict[str,
     return out
 
 
+def worker_pass(log: Path, repeat: int, before: str | None = None) -> dict[str, dict[str, Any]]:
+    """CPU seconds of the screening worker over `log` in Node, per run, this tree's and `before`'s."""
+    from app.core.knowledge.loading import load_library
+    from app.core.selection.rules import prefilter_spec
+
+    scratch = Path(tempfile.mkdtemp(prefix="tracelore-bench-worker-"))
+    spec = scratch / "spec.json"
+    spec.write_text(json.dumps(prefilter_spec(load_library(ROOT / "signatures"))))
+    workers = {"after": ROOT / "app" / "web" / "static" / "excerpt-worker.js"}
+    if before:
+        workers = {"before": scratch / "before.js", **workers}
+        workers["before"].write_bytes(scripts_of(before)["excerpt-worker.js"])
+    runs: dict[str, dict[str, Any]] = {side: {"cpu": [], "digests": set()} for side in workers}
+    for _ in range(repeat):
+        for side, script in workers.items():
+            out = subprocess.run(
+                ["node", str(ROOT / "bench" / "excerpt_worker.js"), str(script), str(spec), str(log)],
+                capture_output=True,
+                check=True,
+                text=True,
+            )
+            answer = json.loads(out.stdout)
+            runs[side]["cpu"].append(answer["cpu"])
+            runs[side]["digests"].add(answer["digest"])
+    return runs
+
+
 def describe(figures: dict[str, Any], mb: float) -> str:
     runs = ", ".join(f"{v:.0f}" for v in figures["mb_s"])
     cpus = ", ".join(f"{v:.2f}" for v in figures["cpu"])
@@ -154,6 +187,7 @@ def main() -> None:
     parser.add_argument("--size", default="100M")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--before", help="a commit whose page scripts run in alternate rounds")
+    parser.add_argument("--worker", action="store_true", help="the screening worker alone, in Node")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -161,8 +195,24 @@ def main() -> None:
     size = parse_size(args.size)
     if not log.exists() or abs(log.stat().st_size - size) > size // 100:
         generate(log, size)
-    result = browser_pass(log, args.repeat, args.before)
     mb = log.stat().st_size / 1e6
+    if args.worker:
+        runs = worker_pass(log, args.repeat, args.before)
+        load = os.getloadavg()
+        print(f"load average {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}")
+        for side, r in runs.items():
+            median = statistics.median(r["cpu"])
+            cpus = ", ".join(f"{v:.2f}" for v in r["cpu"])
+            label = f"before ({args.before})" if side == "before" else "this tree"
+            print(
+                f"screening worker in Node, {args.size}, {label}: CPU median {median:.2f} s ({mb / median:.0f} MB/s; runs: {cpus})"
+            )
+        if "before" in runs:
+            ratio = statistics.median(runs["after"]["cpu"]) / statistics.median(runs["before"]["cpu"])
+            same = runs["before"]["digests"] == runs["after"]["digests"] and len(runs["after"]["digests"]) == 1
+            print(f"after/before CPU: {ratio:.2f}x; answers {'equal' if same else 'DIFFER'}")
+        return
+    result = browser_pass(log, args.repeat, args.before)
     load = os.getloadavg()
     print(f"load average {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}")
     if "before" in result:
