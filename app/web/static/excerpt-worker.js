@@ -51,7 +51,10 @@ const LOOSE2 = 0x2020;
 const HIGH = 0x80808080 | 0; // bit 7 of each byte
 const GOLDEN = 0x9e3779b1 | 0;
 const hashWord = (x) => Math.imul(x | LOOSE4, GOLDEN) >>> (32 - WORD_BITS);
-// A block's words are read in the machine's byte order, little-endian wherever browsers run.
+// A block's words are read little-endian (the pieces' keys are made so): on a big-endian
+// machine the block's copy is turned around first.
+const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+const swapped = (x) => ((x & 0xff) << 24) | ((x & 0xff00) << 8) | ((x >>> 8) & 0xff00) | (x >>> 24);
 const wordAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24);
 const halfAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8);
 let atomPatterns = null; // the patterns with atoms, until the first block comes
@@ -227,7 +230,9 @@ function scanBlock(buf, copy) {
   const denseAt = Math.max(DENSE_MIN, Math.floor(n / DENSE_BYTES));
   const lastLine = new Int32Array(bytes.length).fill(-1); // per atom: the last line listed
   const state = { buf, bytes, homes, lines, dense, lastLine, denseAt, wordBits, halfBits, wordLeft, halfLeft };
-  scanWords(state, new Int32Array(copy.buffer, 0, (n + 3) >>> 2), ends, wide); // signed words: small integers to the engine
+  const words = new Int32Array(copy.buffer, 0, (n + 3) >>> 2); // signed: small integers to the engine
+  if (!LITTLE) for (let w = 0; w < words.length; w++) words[w] = swapped(words[w]); // read as little-endian
+  scanWords(state, words, ends, wide);
   if (n && buf[n - 1] !== 10) ends.push(n); // a last line without a newline
   if (short.length) {
     const text = lowerAscii(decoder.decode(buf));
@@ -413,7 +418,7 @@ function work(buf) {
   const long = [];
   for (let i = 0; i < count; i++) if (ends[i] - byteStart(i) > rules.line_bytes) long.push(i);
   const ascii = wide.length === 0;
-  const raw = ascii ? asciiDecoder.decode(copy.subarray(0, n)) : decoder.decode(buf);
+  const raw = ascii ? asciiDecoder.decode(buf) : decoder.decode(buf);
   // As the rules judge it, without escapes (they hold no newline, so the lines stay the same lines).
   const hasEscapes = raw.includes("\x1b");
   const searched = hasEscapes ? raw.replace(ansi, "") : raw;
