@@ -27,29 +27,45 @@ const lowerAscii = (s) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
 const FOLD = new Uint8Array(256);
 for (let b = 0; b < 256; b++) FOLD[b] = b >= 65 && b <= 90 ? b + 32 : b;
 
-// Which atoms a block holds, and on which lines, found in one pass over its bytes (ASCII
-// case folded): a hash of the last three bytes is looked up in a table (32 KB: it stays in
-// the CPU's first cache) of the hashes of one three-byte piece of each atom, and only where
-// it is set are the atoms with that piece compared. The piece is the atom's rarest in the
-// log itself (the first block a worker reads tells how often each occurs), not its first.
-// An atom found on DENSE lines of a block is looked for no more in it (its patterns search
-// the block's text instead): a hash whose atoms are all so is cleared from the block's table.
-const GRAM_BITS = 15;
-const GRAM_MASK = (1 << GRAM_BITS) - 1;
-// Lines of an atom listed per block before its patterns are searched for in the text instead:
-// trying a pattern on a few lines is cheaper than one search of the block, on many it is not.
-const DENSE = 48;
-const gramOf = (a, b, c) => ((((FOLD[a] << 5) ^ FOLD[b]) << 5) ^ FOLD[c]) & GRAM_MASK;
+// Which atoms a block holds, and on which lines, found in one pass over its bytes read four
+// at a time (a 32-bit word; ASCII case folded loosely by setting bit 5 of every byte, exact
+// folding is left to the comparison). An atom of seven bytes or more covers a whole word at
+// a multiple of four wherever it starts: per start modulo four, its rarest such piece (a
+// sample of the first block a worker reads tells how often each occurs) is entered in a
+// table of word hashes (a bit per hash, 8 KB: it stays in the CPU's first cache), and the
+// atom is compared only where a word's hash is set. An atom of three to six bytes covers a
+// whole two-byte half of a word: the same with a table of halves. So a block costs a load,
+// a hash and three tests per four bytes rather than a hash per byte. The same pass finds the
+// newlines and the lines holding bytes over 0x7f. An atom found on many lines of a block is
+// looked for no more in it (its patterns search the block's text instead): a hash whose
+// atoms are all so is cleared from the block's table.
+const WORD_BITS = 16;
+// Lines of an atom listed per block, per byte of the block, before its patterns are searched
+// for in the text instead: trying a pattern on a line costs about what searching 200-500
+// bytes of text does (Chromium, Node), so a pattern is tried line by line up to a line per
+// KB (a seventh of the lines of a training log), and the block is searched past that.
+const DENSE_BYTES = 1024;
+const DENSE_MIN = 48;
+const LOOSE4 = 0x20202020;
+const LOOSE2 = 0x2020;
+const HIGH = 0x80808080 | 0; // bit 7 of each byte
+const GOLDEN = 0x9e3779b1 | 0;
+const hashWord = (x) => Math.imul(x | LOOSE4, GOLDEN) >>> (32 - WORD_BITS);
+// A block's words are read little-endian (the pieces' keys are made so): on a big-endian
+// machine the block's copy is turned around first.
+const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+const swapped = (x) => ((x & 0xff) << 24) | ((x & 0xff00) << 8) | ((x >>> 8) & 0xff00) | (x >>> 24);
+const wordAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24);
+const halfAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8);
 let atomPatterns = null; // the patterns with atoms, until the first block comes
 
-function gramCounts(buf) {
-  const counts = new Int32Array(GRAM_MASK + 1);
-  let h = 0;
-  for (let i = 0; i < buf.length; i++) {
-    h = ((h << 5) ^ FOLD[buf[i]]) & GRAM_MASK;
-    counts[h]++;
-  }
-  return counts;
+function pieceCounts(block) {
+  const buf = block.subarray(0, 128 << 10); // a sample ranks the pieces well enough, and costs little before the code is optimised
+  const words = new Int32Array(1 << WORD_BITS);
+  const halves = new Int32Array(1 << 16);
+  for (let i = 0; i + 4 <= buf.length; i++) words[hashWord(wordAt(buf, i))]++;
+  for (let i = 0; i + 2 <= buf.length; i++) halves[(halfAt(buf, i) | LOOSE2) & 0xffff]++;
+  return { words, halves };
 }
 
 function buildGrams(patterns, counts) {
@@ -69,31 +85,44 @@ function buildGrams(patterns, counts) {
       owners[k].push(p.id);
     }
   }
-  const buckets = new Map(); // hash -> atom indexes
-  const offsets = new Int32Array(bytes.length); // where in each atom its piece starts
+  const words = new Map(); // word hash -> [atom, offset, ...]
+  const halves = new Map(); // half -> [atom, offset, ...]
+  const homes = bytes.map(() => []); // per atom: its entries, [table, key] pairs
   const short = []; // atoms of fewer than three bytes (none are published): compared everywhere
+  const enter = (table, key, k, off) => {
+    if (!table.has(key)) table.set(key, []);
+    const list = table.get(key);
+    if (list.some((v, j) => j % 2 === 0 && v === k)) return; // one entry per atom and key
+    list.push(k, off);
+    homes[k].push(table === words ? 0 : 1, key);
+  };
   bytes.forEach((atom, k) => {
     if (atom.length < 3) {
       short.push(k);
       return;
     }
-    let best = 0;
-    for (let off = 1; off + 3 <= atom.length; off++) {
-      if (counts[gramOf(atom[off], atom[off + 1], atom[off + 2])] < counts[gramOf(atom[best], atom[best + 1], atom[best + 2])]) best = off;
+    const wide = atom.length >= 7;
+    const step = wide ? 4 : 2;
+    const span = wide ? 4 : 2;
+    const keyAt = wide ? (off) => hashWord(wordAt(atom, off)) : (off) => (halfAt(atom, off) | LOOSE2) & 0xffff;
+    const count = wide ? counts.words : counts.halves;
+    for (let r = 0; r < step; r++) {
+      let best = r;
+      for (let off = r + step; off + span <= atom.length; off += step) if (count[keyAt(off)] < count[keyAt(best)]) best = off;
+      enter(wide ? words : halves, keyAt(best), k, best);
     }
-    offsets[k] = best;
-    const g = gramOf(atom[best], atom[best + 1], atom[best + 2]);
-    if (!buckets.has(g)) buckets.set(g, []);
-    buckets.get(g).push(k);
   });
-  const bitmap = new Uint8Array(GRAM_MASK + 1); // a byte per hash: one load to test
-  const lists = new Array(GRAM_MASK + 1);
-  const sizes = new Int32Array(GRAM_MASK + 1);
-  for (const [g, ks] of buckets) {
-    bitmap[g] = 1;
-    lists[g] = Int32Array.from(ks);
-    sizes[g] = ks.length;
-  }
+  const table = (map, size) => {
+    const bitmap = new Int32Array(size >>> 5); // a bit per key: 8 KB, in the CPU's first cache
+    const lists = new Array(size);
+    const sizes = new Int32Array(size);
+    for (const [key, list] of map) {
+      bitmap[key >>> 5] |= 1 << (key & 31);
+      lists[key] = Int32Array.from(list);
+      sizes[key] = list.length / 2;
+    }
+    return { bitmap, lists, sizes };
+  };
   const atomsOf = new Map(); // pattern -> its atoms' indexes
   owners.forEach((ids, k) => {
     for (const id of ids) {
@@ -101,49 +130,109 @@ function buildGrams(patterns, counts) {
       atomsOf.get(id).push(k);
     }
   });
-  return { bytes, offsets, owners: owners.map((o) => Int32Array.from(o)), atomsOf, bitmap, lists, sizes, short };
+  return {
+    bytes,
+    homes,
+    owners: owners.map((o) => Int32Array.from(o)),
+    atomsOf,
+    words: table(words, 1 << WORD_BITS),
+    halves: table(halves, 1 << 16),
+    short,
+  };
 }
 
-// One pass over a block: its newlines, and which patterns' atoms it holds.
-function scanBlock(buf) {
-  if (grams === null) grams = buildGrams(atomPatterns, gramCounts(buf));
-  const { bytes, offsets, owners, lists, sizes, short } = grams;
-  const bitmap = grams.bitmap.slice();
-  const left = sizes.slice(); // per hash: its atoms still recorded line by line in this block
-  const lines = bytes.map(() => null); // per atom: the lines holding it, or null
-  const dense = new Uint8Array(bytes.length); // atoms on too many lines to list: their patterns search the text
-  const ends = [];
+// The atoms of a table entry that are at `pos - offset`, on `line`: their lines recorded
+// (one function for every block, so the engine keeps its optimised code).
+function check(state, list, pos, line) {
+  const { buf, bytes, lines, dense, lastLine } = state;
   const n = buf.length;
-  let h = 0;
-  for (let i = 0; i < n; i++) {
-    const b = buf[i];
-    if (b === 10) {
-      ends.push(i);
-      continue; // in no atom
-    }
-    h = ((h << 5) ^ FOLD[b]) & GRAM_MASK;
-    if (bitmap[h] === 0) continue;
-    const list = lists[h];
-    for (let k = 0; k < list.length; k++) {
-      const atom = list[k];
-      if (dense[atom]) continue;
-      const word = bytes[atom];
-      const start = i - 2 - offsets[atom];
-      if (start < 0 || start + word.length > n) continue;
-      let j = 0;
-      while (j < word.length && FOLD[buf[start + j]] === word[j]) j++;
-      if (j < word.length) continue;
-      const line = ends.length;
-      let at = lines[atom];
-      if (at === null) at = lines[atom] = [];
-      if (at.length && at[at.length - 1] === line) continue;
-      at.push(line);
-      if (at.length >= DENSE) {
-        dense[atom] = 1;
-        if (--left[h] === 0) bitmap[h] = 0;
+  for (let e = 0; e < list.length; e += 2) {
+    const atom = list[e];
+    if (dense[atom] || lastLine[atom] === line) continue; // the line is listed already
+    const word = bytes[atom];
+    const start = pos - list[e + 1];
+    if (start < 0 || start + word.length > n) continue;
+    let j = 0;
+    while (j < word.length && FOLD[buf[start + j]] === word[j]) j++;
+    if (j < word.length) continue;
+    let at = lines[atom];
+    if (at === null) at = lines[atom] = [];
+    lastLine[atom] = line;
+    at.push(line);
+    if (at.length >= state.denseAt) {
+      dense[atom] = 1;
+      const home = state.homes[atom];
+      for (let h = 0; h < home.length; h += 2) {
+        const key = home[h + 1];
+        if (home[h] === 0) {
+          if (--state.wordLeft[key] === 0) state.wordBits[key >>> 5] &= ~(1 << (key & 31));
+        } else if (--state.halfLeft[key] === 0) state.halfBits[key >>> 5] &= ~(1 << (key & 31));
       }
     }
   }
+}
+
+// The pass itself, apart: a small function the engine optimises once for every block.
+function scanWords(state, words, ends, wide) {
+  const { buf, wordBits, halfBits } = state;
+  const wordLists = grams.words.lists;
+  const halfLists = grams.halves.lists;
+  const n = buf.length;
+  let line = 0; // newlines before the word
+  for (let w = 0; w < words.length; w++) {
+    const x = words[w];
+    const y = x ^ 0x0a0a0a0a;
+    if (((y - 0x01010101) & ~y & HIGH) === 0) {
+      // No newline in the word (the usual case).
+      if ((x & HIGH) !== 0 && (wide.length === 0 || wide[wide.length - 1] !== line)) wide.push(line);
+      const h = Math.imul(x | LOOSE4, GOLDEN) >>> (32 - WORD_BITS);
+      if ((wordBits[h >>> 5] & (1 << (h & 31))) !== 0) check(state, wordLists[h], w << 2, line);
+      const lo = (x | LOOSE2) & 0xffff;
+      if ((halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) check(state, halfLists[lo], w << 2, line);
+      const hi = ((x >>> 16) | LOOSE2) & 0xffff;
+      if ((halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) check(state, halfLists[hi], (w << 2) + 2, line);
+      continue;
+    }
+    // A word with a newline: byte by byte; only its halves without one can be in an atom.
+    const pos = w << 2;
+    const lineOfHalf = [line, line];
+    for (let j = 0; j < 4 && pos + j < n; j++) {
+      const b = buf[pos + j];
+      if (b === 10) {
+        ends.push(pos + j);
+        line++;
+        if (j < 2) lineOfHalf[0] = -1;
+        lineOfHalf[1] = j < 2 ? line : -1;
+      } else if (b > 0x7f && (wide.length === 0 || wide[wide.length - 1] !== line)) wide.push(line);
+    }
+    const lo = (x | LOOSE2) & 0xffff;
+    if (lineOfHalf[0] >= 0 && (halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) check(state, halfLists[lo], pos, lineOfHalf[0]);
+    const hi = ((x >>> 16) | LOOSE2) & 0xffff;
+    if (lineOfHalf[1] >= 0 && (halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) check(state, halfLists[hi], pos + 2, lineOfHalf[1]);
+  }
+}
+
+// One pass over a block: its newlines, the lines with bytes over 0x7f, which patterns'
+// atoms it holds and on which lines. `copy` is the block followed by at least four zero
+// bytes, in a buffer of whole words.
+function scanBlock(buf, copy) {
+  if (grams === null) grams = buildGrams(atomPatterns, pieceCounts(buf));
+  const { bytes, homes, owners, short } = grams;
+  const wordBits = grams.words.bitmap.slice();
+  const halfBits = grams.halves.bitmap.slice();
+  const wordLeft = grams.words.sizes.slice(); // per key: its atoms still recorded line by line
+  const halfLeft = grams.halves.sizes.slice();
+  const lines = bytes.map(() => null); // per atom: the lines holding it, or null
+  const dense = new Uint8Array(bytes.length); // atoms on too many lines to list: their patterns search the text
+  const ends = [];
+  const wide = []; // lines holding a byte over 0x7f
+  const n = buf.length;
+  const denseAt = Math.max(DENSE_MIN, Math.floor(n / DENSE_BYTES));
+  const lastLine = new Int32Array(bytes.length).fill(-1); // per atom: the last line listed
+  const state = { buf, bytes, homes, lines, dense, lastLine, denseAt, wordBits, halfBits, wordLeft, halfLeft };
+  const words = new Int32Array(copy.buffer, 0, (n + 3) >>> 2); // signed: small integers to the engine
+  if (!LITTLE) for (let w = 0; w < words.length; w++) words[w] = swapped(words[w]); // read as little-endian
+  scanWords(state, words, ends, wide);
   if (n && buf[n - 1] !== 10) ends.push(n); // a last line without a newline
   if (short.length) {
     const text = lowerAscii(decoder.decode(buf));
@@ -152,7 +241,7 @@ function scanBlock(buf) {
   const on = new Uint8Array(patternCount);
   for (let k = 0; k < bytes.length; k++) if (lines[k] !== null || dense[k]) for (const id of owners[k]) on[id] = 1;
   for (const id of always) on[id] = 1;
-  return { ends: Int32Array.from(ends), on, lines, dense };
+  return { ends: Int32Array.from(ends), wide, on, lines, dense };
 }
 
 // The lines a pattern's atoms were found on, in order, or null when one of its atoms is on
@@ -254,6 +343,19 @@ function searchSource(source) {
   return cut.join("|");
 }
 
+// A pattern's expression over a whole block (searchSource), made on its first search: "m" so
+// that ^ and $ see line ends (and a CR, which starts a frame); "g" to search from a given line on.
+function wholeOf(p) {
+  if (p.all === undefined) {
+    try {
+      p.all = new RegExp(searchSource(p.js), p.flags + "gm");
+    } catch (err) {
+      p.all = new RegExp(p.js, p.flags + "gm");
+    }
+  }
+  return p.all;
+}
+
 // Offsets of the newlines in a string (or a byte array), and of its end when it lacks a last one.
 function newlines(data, nl, length) {
   const out = [];
@@ -264,6 +366,19 @@ function newlines(data, nl, length) {
   }
   if (length && (!out.length || out[out.length - 1] !== length - 1)) out.push(length);
   return Int32Array.from(out);
+}
+
+// Two ascending lists of lines as one, without repeats.
+function merged(a, b) {
+  const out = [];
+  let j = 0;
+  for (const x of a) {
+    while (j < b.length && b[j] < x) out.push(b[j++]);
+    if (j < b.length && b[j] === x) j++;
+    out.push(x);
+  }
+  while (j < b.length) out.push(b[j++]);
+  return out;
 }
 
 // What the page's `matches` says of one pattern on one line of text: escapes removed,
@@ -282,18 +397,44 @@ function matchesOne(text, id) {
   return false;
 }
 
+// A block of ASCII only is decoded as "latin1" (windows-1252; the same characters under
+// 0x80), whose text needs no search for its newlines: its offsets are the bytes'.
+const asciiDecoder = new TextDecoder("latin1");
+let scratch = new Uint8Array(0); // the block's copy, kept from block to block
+
 function work(buf) {
-  const scan = scanBlock(buf);
-  const { ends, on } = scan; // the page's line ends (in bytes), the patterns present
+  const n = buf.length;
+  const size = (((n + 3) >>> 2) << 2) + 4; // whole words, zeros after the block
+  if (scratch.length < size) scratch = new Uint8Array(size + (size >>> 3));
+  const copy = scratch.subarray(0, size);
+  copy.set(buf);
+  copy.fill(0, n);
+  const scan = scanBlock(buf, copy);
+  const { ends, on, wide } = scan; // the page's line ends (in bytes), the patterns present
   const count = ends.length;
-  const raw = decoder.decode(buf);
-  // The text searched: as the rules judge it, without escapes (they hold no newline, so
-  // the lines stay the same lines).
+  const byteStart = (i) => (i ? ends[i - 1] + 1 : 0);
+  // Lines over line_bytes are judged on their start, which a search of the whole line does
+  // not see as the end of a text: they are tried with every pattern present.
+  const long = [];
+  for (let i = 0; i < count; i++) if (ends[i] - byteStart(i) > rules.line_bytes) long.push(i);
+  const ascii = wide.length === 0;
+  const raw = ascii ? asciiDecoder.decode(buf) : decoder.decode(buf);
+  // As the rules judge it, without escapes (they hold no newline, so the lines stay the same lines).
   const hasEscapes = raw.includes("\x1b");
   const searched = hasEscapes ? raw.replace(ansi, "") : raw;
-  const stops = newlines(searched, "\n", searched.length); // line ends in the searched text
-  const rawStops = hasEscapes ? newlines(raw, "\n", raw.length) : stops;
+  const rawStops = ascii ? ends : newlines(raw, "\n", raw.length);
+  const stops = hasEscapes ? newlines(searched, "\n", searched.length) : rawStops; // line ends in the searched text
   const aligned = stops.length === count && rawStops.length === count;
+  // Lines holding an escape: one inside an atom hides it from the byte pass, so they are
+  // tried with each pattern present that is tried line by line.
+  const escaped = [];
+  if (hasEscapes) {
+    let line = 0;
+    for (let at = raw.indexOf("\x1b"); at >= 0; at = raw.indexOf("\x1b", at + 1)) {
+      while (line < count && rawStops[line] < at) line++;
+      if (escaped[escaped.length - 1] !== line) escaped.push(line);
+    }
+  }
   const lineStart = (i) => (i ? stops[i - 1] + 1 : 0);
   const lineOf = (at, from) => {
     let lo = from;
@@ -305,15 +446,11 @@ function work(buf) {
     }
     return lo;
   };
-  // Lines over line_bytes are judged on their start, which a search of the whole line does
-  // not see as the end of a text: they are tried with every pattern present.
-  const long = [];
-  for (let i = 0; i < count; i++) if (ends[i] - (i ? ends[i - 1] + 1 : 0) > rules.line_bytes) long.push(i);
   const texts = new Map();
   const text = (i) => {
     let t = texts.get(i);
     if (t === undefined) {
-      const start = i ? ends[i - 1] + 1 : 0;
+      const start = byteStart(i);
       if (ends[i] - start > rules.line_bytes) t = decoder.decode(buf.subarray(start, start + rules.line_bytes));
       else t = raw.slice(i ? rawStops[i - 1] + 1 : 0, rawStops[i]);
       texts.set(i, t);
@@ -329,7 +466,10 @@ function work(buf) {
   const listed = new Map(); // pattern -> the lines its atoms are on (null: search the text)
   function* candidates(id, from) {
     const p = patterns[id];
-    if (!listed.has(id)) listed.set(id, atomLines(id, scan));
+    if (!listed.has(id)) {
+      const few = atomLines(id, scan);
+      listed.set(id, few !== null && escaped.length ? merged(few, escaped) : few);
+    }
     const few = listed.get(id);
     if (few !== null) {
       // Its atoms are on a few lines only (a line it matches holds one of them).
@@ -345,9 +485,10 @@ function work(buf) {
     let i = from;
     while (i < count) {
       let found = count;
-      if (p.all) {
-        p.all.lastIndex = lineStart(i);
-        const m = p.all.exec(searched);
+      const all = wholeOf(p);
+      if (all) {
+        all.lastIndex = lineStart(i);
+        const m = all.exec(searched);
         if (m !== null) found = lineOf(m.index, i);
       } else {
         if (lowered === null) lowered = lowerAscii(searched);
@@ -460,17 +601,8 @@ onmessage = (event) => {
           re = null; // judged on its atoms, as the page does
         }
       }
-      // The same expression over a whole block: "m" so that ^ and $ see line ends (and a CR,
-      // which starts a frame); "g" to search from a given line on.
-      let all = null;
-      if (re) {
-        try {
-          all = new RegExp(searchSource(p.js), p.flags + "gm");
-        } catch (err) {
-          all = new RegExp(p.js, p.flags + "gm");
-        }
-      }
-      return { re, all, atoms: p.atoms, progress: p.kind === "progress" };
+      const all = re === null ? null : undefined; // made on first use (wholeOf): few are ever searched
+      return { re, all, js: p.js, flags: p.flags, atoms: p.atoms, progress: p.kind === "progress" };
     });
     const usable = spec.patterns.filter((p, i) => patterns[i].re || p.atoms);
     patternCount = spec.patterns.length;
