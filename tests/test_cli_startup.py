@@ -64,22 +64,29 @@ try:
     runpy.run_module("app", run_name="__main__")
 finally:
     loader = sys.modules.get("pydantic.plugin._loader")
-    with open(out, "w") as f:  # the modules, and whether pydantic scanned for plugins
-        json.dump([sorted(sys.modules), getattr(loader, "_plugins", None) is not None], f)
+    built = sorted(  # the models pydantic built a validator for, by module
+        f"{name.rsplit('.', 1)[-1]}.{k}"
+        for name in ("app.core.knowledge.schema", "app.core.models")
+        for k, v in vars(sys.modules.get(name, json)).items()
+        if getattr(v, "__pydantic_complete__", False) and getattr(v, "__module__", "") == name
+    )
+    with open(out, "w") as f:  # the modules, whether pydantic scanned for plugins, the signature models built
+        json.dump([sorted(sys.modules), getattr(loader, "_plugins", None) is not None, built], f)
 """
 
 
 def _diagnose(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    run, modules, _ = _probe(tmp_path, "diagnose", *args, env=env)
+    run, modules, _, _ = _probe(tmp_path, "diagnose", *args, env=env)
     return run, modules
 
 
 def _probe(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None
-) -> tuple[subprocess.CompletedProcess[str], set[str], bool]:
-    """Run `tracelore ARGS`; its result, the modules it imported, whether pydantic scanned for plugins."""
+) -> tuple[subprocess.CompletedProcess[str], set[str], bool, list[str]]:
+    """Run `tracelore ARGS`; its result, the modules it imported, whether pydantic scanned for plugins,
+    and which signature models pydantic built (their validators)."""
     modules = tmp_path / "modules.json"
     base = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     env = {**base, "TRACELORE_CACHE_DIR": str(tmp_path / "cache"), **(env or {})}
@@ -91,8 +98,8 @@ def _probe(
         cwd=tmp_path,
         timeout=120,
     )
-    names, scanned = json.loads(modules.read_text())
-    return run, set(names), scanned
+    names, scanned, built = json.loads(modules.read_text())
+    return run, set(names), scanned, built
 
 
 def _offenders(modules: set[str]) -> list[str]:
@@ -120,10 +127,22 @@ def test_the_offender_check_sees_a_command_that_loads_more(tmp_path: Path) -> No
 
 def test_a_command_skips_the_pydantic_plugin_scan_unless_the_user_asks_for_it(tmp_path: Path) -> None:
     log = str(CASE / "log.txt")
-    run, modules, scanned = _probe(tmp_path, "diagnose", log)
+    run, modules, scanned, _ = _probe(tmp_path, "diagnose", log)
     assert run.returncode == 1, run.stderr
     assert "pydantic" in modules and not scanned  # models were built, the installed packages not read
     # The user's own setting wins: empty disables nothing, so pydantic scans as usual.
-    run, _, scanned = _probe(tmp_path, "diagnose", log, env={"PYDANTIC_DISABLE_PLUGINS": ""})
+    run, _, scanned, _ = _probe(tmp_path, "diagnose", log, env={"PYDANTIC_DISABLE_PLUGINS": ""})
     assert run.returncode == 1, run.stderr
     assert scanned
+
+
+def test_a_text_diagnosis_builds_no_signature_model_nor_diagnosis_schema(tmp_path: Path) -> None:
+    log = str(CASE / "log.txt")
+    *_, built = _probe(tmp_path, "diagnose", log)  # parses the files: their models validate them
+    assert "schema.Signature" in built
+    run, _, _, built = _probe(tmp_path, "diagnose", log)
+    assert run.returncode == 1, run.stderr
+    # Restored from the cache as validated: no signature model was built. Nor was Diagnosis
+    # (made of validated parts), which only a JSON report needs.
+    assert not [name for name in built if name.startswith("schema.")] and "models.Diagnosis" not in built
+    assert "models.Candidate" in built  # the probe sees the models a diagnosis validates

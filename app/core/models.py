@@ -73,7 +73,7 @@ def entry_path(signature_id: str) -> str:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 class Line(_Frozen):

@@ -13,6 +13,7 @@ import regex
 import app.core.knowledge.loading as library_module
 from app.core.engine.rewrites import frame_anchors, relaxed
 from app.core.knowledge.loading import load_library, signature_files
+from app.core.knowledge.parse_cache import ParseCache, schema_fingerprint
 from app.errors import LibraryError
 
 SIGNATURES = Path(__file__).resolve().parents[2] / "signatures"
@@ -74,6 +75,28 @@ def test_a_cached_library_is_read_without_parsing_yaml(
     monkeypatch.setattr(library_module, "parse", no_yaml)
     again = load_library(library_copy, cache=cache)
     assert again.version == first.version and again.regexes == first.regexes
+    assert again.rules == first.rules and dict(again.index) == dict(first.index)
+
+
+def test_cached_signatures_are_the_validated_ones(library_copy: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    parsed = load_library(library_copy, cache=cache)
+    restored = load_library(library_copy, cache=cache)
+    assert len(restored.signatures) == len(parsed.signatures) and list(restored.signatures) == list(parsed.signatures)
+    assert "no.such_id" not in restored.signatures and restored.signatures.get("no.such_id") is None
+    for sid, sig in parsed.signatures.items():
+        again = restored.signatures[sid]
+        assert again == sig and again.model_fields_set == sig.model_fields_set
+        assert again.model_dump_json() == sig.model_dump_json()  # every nested value, of the same types
+        assert again.window == sig.window and type(again.fingerprints) is tuple
+    assert dict(restored.signatures) == dict(parsed.signatures)
+
+
+def test_the_cache_is_keyed_by_the_schema_as_well(library_copy: Path, tmp_path: Path) -> None:
+    files = [(path, path.read_bytes()) for path in signature_files(library_copy)]
+    keys = {ParseCache(tmp_path, library_copy, files, schema=schema).key for schema in ("one", "two")}
+    assert len(keys) == 2  # a changed schema (or pydantic) misses: the files are validated again
+    assert len(schema_fingerprint()) == 64
 
 
 def test_an_edited_file_is_parsed_again(library_copy: Path, tmp_path: Path) -> None:

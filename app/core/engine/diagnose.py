@@ -104,7 +104,9 @@ def assemble(
     ranks = sorted({e.rank for c in candidates for e in c.evidence if e.rank is not None})
     cut = {(s.index, h.line.no) for s in scans for ph in s.hits.values() for h in ph.first if h.line.cut}
     unexplained_lines = unexplained(library, scans, (f.sig.id for f in found))
-    return Diagnosis(
+    # Its parts are validated models and new lists of them: validating them again would only
+    # build Diagnosis's schema, which a text report never needs (JSON builds it when asked).
+    return Diagnosis.model_construct(
         library_version=library.version,
         input=InputInfo(
             bytes=sum(s.bytes for s in scans),

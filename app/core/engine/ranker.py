@@ -91,9 +91,8 @@ def find_signatures(
     rejected: dict[str, list[str]] = {}
     users = library.matched_by
     seen = {sig_id for scan in scans for index in scan.hits for sig_id in users[index]}
-    for sig in library.signatures.values():
-        if sig.id not in seen:  # no pattern of it was seen: nothing to judge
-            continue
+    # By id, not by value: a signature of the parse cache is rebuilt when first read.
+    for sig in (library.signatures[sig_id] for sig_id in library.signatures if sig_id in seen):
         matched: dict[str, float] = {}
         hits: list[tuple[FileScan, LineHit, Pattern, str]] = []
         last_line: dict[int, int] = {}

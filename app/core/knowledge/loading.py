@@ -7,11 +7,13 @@ error at a time).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import marshal
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -19,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import re2
 import regex
-from pydantic import ValidationError
 
 from app.core.engine.rewrites import frame_anchors, relaxed
-from app.core.knowledge import builtin
-from app.core.knowledge.parse_cache import ParseCache
+from app.core.knowledge import builtin, model_state
+from app.core.knowledge.compiled import Compiled
+from app.core.knowledge.parse_cache import ParseCache, schema_fingerprint
 from app.core.knowledge.parsing import parse
 from app.core.knowledge.schema import Pattern, Signature
 from app.core.knowledge.scoring import Measured
@@ -94,37 +96,6 @@ def compile_loose(pattern: str) -> tuple[Any, Any] | None:
 def compile_text(pattern: str) -> Any:
     """Compile a pattern for RE2 over one decoded line (spans in characters)."""
     return re2.compile(pattern, _TEXT)
-
-
-_UNCOMPILED = object()
-
-
-class Compiled:
-    """One engine per pattern, compiled on first use.
-
-    A diagnosis locates only the few patterns the Set says occur, so compiling all of
-    them up front (two engines each) would double a command's start-up for nothing.
-    Two threads compiling the same pattern at once both get a valid, equal engine.
-    """
-
-    __slots__ = ("_compile", "_done", "_patterns")
-
-    def __init__(self, patterns: tuple[str, ...], compile: Callable[[str], Any]) -> None:
-        self._patterns = patterns
-        self._compile = compile
-        self._done: list[Any] = [_UNCOMPILED] * len(patterns)
-
-    def __len__(self) -> int:
-        return len(self._patterns)
-
-    def __getitem__(self, index: int) -> Any:
-        done = self._done[index]
-        if done is _UNCOMPILED:  # not None: an engine may be None (nothing to compile)
-            done = self._done[index] = self._compile(self._patterns[index])
-        return done
-
-    def __iter__(self) -> Iterator[Any]:
-        return (self[i] for i in range(len(self)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,12 +223,28 @@ def build_library(
     `version` is `library_version` of the same signatures when the caller knows it already.
     """
     sigs = sorted(signatures, key=lambda s: s.id)
+    return _compile(
+        [(sig.id, _signature_patterns(sig)) for sig in sigs],
+        MappingProxyType({s.id: s for s in sigs}),
+        paths=paths,
+        version=version or library_version(sigs),
+    )
+
+
+def _compile(
+    patterns: list[tuple[str, Iterable[tuple[str, Rule]]]],
+    signatures: Mapping[str, Signature],
+    *,
+    paths: Mapping[str, Path] | None,
+    version: str,
+) -> Library:
+    """The library of signatures given as (id, their patterns) in id order; raise on bad patterns."""
     order: dict[str, int] = {}
     users: list[list[Rule]] = []
     issues: list[Issue] = []
     entries: list[tuple[str, Rule]] = [(p, Rule(kind, None, name)) for kind, name, p in builtin.PATTERNS]
-    for sig in sigs:
-        entries.extend(_signature_patterns(sig))
+    for _, used in patterns:
+        entries.extend(used)
     prefilter = re2.Set.SearchSet(_SCAN)
     for pattern, rule in entries:
         if pattern not in order:
@@ -270,19 +257,19 @@ def build_library(
             users.append([])
         users[order[pattern]].append(rule)
     seen: set[str] = set()
-    for sig in sigs:
-        if sig.id in seen:
-            issues.append(Issue((paths or {}).get(sig.id, Path(sig.id)), None, f"duplicate id {sig.id}"))
-        seen.add(sig.id)
+    for sid, _ in patterns:
+        if sid in seen:
+            issues.append(Issue((paths or {}).get(sid, Path(sid)), None, f"duplicate id {sid}"))
+        seen.add(sid)
     if issues:
         raise LibraryError(issues)
     regexes = tuple(order)
     prefilter.Compile()
     return Library(
-        signatures=MappingProxyType({s.id: s for s in sigs}),
+        signatures=signatures,
         regexes=regexes,
         rules=tuple(tuple(u) for u in users),
-        version=version or library_version(sigs),
+        version=version,
         compiled=Compiled(regexes, compile_re2),
         confirm=Compiled(regexes, compile_text),
         loose=Compiled(regexes, compile_loose),
@@ -299,68 +286,88 @@ def signature_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.yaml") if p.is_file() and p.name != TAXONOMY_FILE)
 
 
-def _placement(path: Path, root: Path, sig: Signature) -> list[Issue]:
+def _placement(path: Path, root: Path, sid: str, layer: str) -> list[Issue]:
     issues = []
-    if sig.id != path.name.removesuffix(".yaml"):
-        issues.append(Issue(path, 1, f"id {sig.id!r} does not match the file name"))
-    if path.parent != root and sig.layer != path.parent.name:
-        issues.append(Issue(path, 1, f"layer {sig.layer!r} does not match folder {path.parent.name!r}"))
+    if sid != path.name.removesuffix(".yaml"):
+        issues.append(Issue(path, 1, f"id {sid!r} does not match the file name"))
+    if path.parent != root and layer != path.parent.name:
+        issues.append(Issue(path, 1, f"layer {layer!r} does not match folder {path.parent.name!r}"))
     return issues
 
 
-def _from_cache(cache: ParseCache, files: list[Path], root: Path) -> tuple[list[tuple[Path, Signature]], str] | None:
+def _cached(sig: Signature) -> tuple[str, str, tuple[tuple[str, str, str], ...], bytes]:
+    """What the parse cache keeps of a signature: what compiling and placing it need, and its state."""
+    patterns = tuple((p, rule.kind, rule.name) for p, rule in _signature_patterns(sig))
+    return sig.id, sig.layer, patterns, marshal.dumps(model_state.dump(sig))
+
+
+def _from_cache(cache: ParseCache, files: list[Path], root: Path, paths: dict[str, Path]) -> Library | None:
+    """The library as the cache holds it: compiled from the kept patterns, each signature restored when used."""
     found = cache.load()
     if found is None or len(found[0]) != len(files):
         return None
     data, version = found
     try:
-        loaded = [(path, Signature.model_validate(item)) for path, item in zip(files, data, strict=True)]
-    except ValidationError:
-        return None  # kept by another version of the schema: parse again, with line numbers
-    return None if any(_placement(path, root, sig) for path, sig in loaded) else (loaded, version)
+        for path, (sid, layer, _, _) in zip(files, data, strict=True):
+            if _placement(path, root, sid, layer):
+                return None
+            paths[sid] = path
+        patterns = [(sid, [(p, Rule(kind, sid, name)) for p, kind, name in kept]) for sid, _, kept, _ in data]
+        states = {sid: state for sid, _, _, state in data}
+    except (TypeError, ValueError):
+        return None  # not what `_cached` wrote: parse again
+    order = sorted(range(len(patterns)), key=lambda i: patterns[i][0])  # the library's order: by id
+    lazy = model_state.Restored(Signature, {patterns[i][0]: states[patterns[i][0]] for i in order})
+    return _compile([patterns[i] for i in order], lazy, paths=paths, version=version)
 
 
-def _load(root: Path, cache: Path | None) -> tuple[list[tuple[Path, Signature]], list[Issue], str | None]:
-    """The signatures under root, their issues, and the library's version when the cache knew it."""
-    files = signature_files(root)
+def _parse_cache(cache: Path, root: Path, files: list[Path]) -> ParseCache | None:
+    try:
+        schema = schema_fingerprint()
+    except OSError:
+        return None  # the schema's source is not at hand: what the cache holds could not be trusted
+    return ParseCache(cache, root, [(path, path.read_bytes()) for path in files], schema=schema)
+
+
+def _parse(
+    root: Path, files: list[Path], store: ParseCache | None
+) -> tuple[list[tuple[Path, Signature]], list[Issue], str | None]:
+    """The signatures under root parsed from their files, their issues, and the version when it was computed."""
     if not files:
         return [], [Issue(root, None, "no signature files found")], None
-    store = ParseCache(cache, root, [(path, path.read_bytes()) for path in files]) if cache is not None else None
-    if store is not None and (cached := _from_cache(store, files, root)) is not None:
-        return cached[0], [], cached[1]
     loaded: list[tuple[Path, Signature]] = []
     issues: list[Issue] = []
-    parsed: list[Any] = []
     for path in files:
-        sig, data, problems = parse(path.read_text(encoding="utf-8"), path)
+        sig, _, problems = parse(path.read_text(encoding="utf-8"), path)
         issues.extend(problems)
-        parsed.append(data)
         if sig is not None:
-            issues.extend(_placement(path, root, sig))
+            issues.extend(_placement(path, root, sig.id, sig.layer))
             loaded.append((path, sig))
     if store is None or issues:
         return loaded, issues, None
     version = library_version(s for _, s in loaded)
-    store.store(parsed, version)
+    with contextlib.suppress(ValueError):  # a signature that is more than its fields is not kept
+        store.store([_cached(s) for _, s in loaded], version)
     return loaded, issues, version
 
 
-def load_signatures(root: Path, *, cache: Path | None = None) -> tuple[list[tuple[Path, Signature]], list[Issue]]:
-    """Parse every file under root; collect issues instead of stopping at the first.
-
-    With `cache` (a directory), the parsed files of a valid library are kept there and
-    reused while no file changes.
-    """
-    loaded, issues, _ = _load(root, cache)
+def load_signatures(root: Path) -> tuple[list[tuple[Path, Signature]], list[Issue]]:
+    """Parse every file under root; collect issues instead of stopping at the first."""
+    loaded, issues, _ = _parse(root, signature_files(root), None)
     return loaded, issues
 
 
 def load_library(root: Path, *, cache: Path | None = None) -> Library:
     """Load and compile every signature under root; raise LibraryError listing all issues."""
-    loaded, issues, version = _load(root, cache)
-    if issues:
-        raise LibraryError(issues)
-    library = build_library((s for _, s in loaded), paths={s.id: p for p, s in loaded}, version=version)
+    files = signature_files(root)
+    store = _parse_cache(cache, root, files) if cache is not None and files else None
+    paths: dict[str, Path] = {}
+    library = _from_cache(store, files, root, paths) if store is not None else None
+    if library is None:
+        loaded, issues, version = _parse(root, files, store)
+        if issues:
+            raise LibraryError(issues)
+        library = build_library((s for _, s in loaded), paths={s.id: p for p, s in loaded}, version=version)
     measured = read_measured(root / MEASURED_FILE, library.version)
     return dataclasses.replace(library, measured=MappingProxyType(measured)) if measured else library
 

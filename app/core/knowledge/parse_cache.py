@@ -1,38 +1,55 @@
-"""The parse cache: the parsed YAML of a valid library kept on disk, keyed by its files' bytes."""
+"""The parse cache: the validated signatures of a valid library kept on disk, keyed by its files' bytes."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import marshal
 import secrets
 from pathlib import Path
 from typing import Any
 
+import pydantic
+import pydantic_core
+
+from app.core.knowledge import model_state, schema
+
+
+@functools.cache
+def schema_fingerprint() -> str:
+    """What the kept signatures depend on besides their files: the schema, `model_state` and pydantic."""
+    digest = hashlib.sha256(f"{model_state.FORMAT}\0{pydantic.VERSION}\0{pydantic_core.__version__}\0".encode())
+    for module in (schema.__file__, model_state.__file__):
+        digest.update(Path(module or "").read_bytes())  # a missing source raises OSError: no cache
+    return digest.hexdigest()
+
 
 class ParseCache:
-    """The parsed YAML of a valid library, kept beside nothing else of the library, with the
-    library's version (its digest costs as much as reading the data).
+    """The validated signatures of a valid library as plain data (`model_state`), kept beside
+    nothing else of the library, with the library's version (its digest costs as much as
+    reading the data).
 
     libyaml takes ~0.2 s for the shipped files: that was most of a command's start-up. The
     data is kept in `marshal`'s format, the one Python's own byte code cache uses: it loads
     in half the time of the same data as JSON (~6 ms against ~13 ms for 1.9 MB) and holds
-    exactly what it was given. The key is a digest of every file's path and bytes, so an
-    edit, a new file or a removed one misses; signatures are validated afresh on every load.
-    Only plain data is kept, and a cache that cannot be written (or read back) is skipped.
+    exactly what it was given. The key is a digest of every file's path and bytes and of
+    `schema` (what else the data depends on), so an edit, a new file, a removed one or a
+    changed schema misses. Only plain data is kept, and a cache that cannot be written (or
+    read back) is skipped.
     """
 
-    def __init__(self, directory: Path, root: Path, files: list[tuple[Path, bytes]]) -> None:
+    def __init__(self, directory: Path, root: Path, files: list[tuple[Path, bytes]], *, schema: str = "") -> None:
         where = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
         self.file = directory / f"signatures-{where}.marshal"
-        digest = hashlib.sha256()
+        digest = hashlib.sha256(f"{schema}\0".encode())
         for path, data in files:
             digest.update(f"{path.relative_to(root)}\0{len(data)}\0".encode())
             digest.update(data)
         self.key = digest.hexdigest()
 
     def load(self) -> tuple[list[Any], str] | None:
-        """The parsed files and the library's version, if the cache holds these very files."""
+        """The files' signatures (as stored) and the library's version, if the cache holds these very files."""
         try:
             payload = marshal.loads(self.file.read_bytes())
         except (OSError, ValueError, EOFError, TypeError):  # missing, damaged or another Python's

@@ -21,7 +21,7 @@ Severity = Literal["critical", "error", "warning"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Window(_Strict):
@@ -127,7 +127,7 @@ class Signature(_Strict):
     fingerprints: tuple[Pattern, ...] = Field(min_length=1)
     symptoms: tuple[Pattern, ...] = ()
     excludes: tuple[Exclude, ...] = ()
-    window: Window = Window()
+    window: Window = Window.model_construct()  # the defaults, without building the validator at import
     source: Source = "any"
     applies_to: dict[Name, VersionRange] = Field(default_factory=dict)
     version_notes: tuple[VersionNote, ...] = ()
