@@ -3,6 +3,7 @@ TRACELORE_TEST_DATABASE_URL is set) and real uvicorn servers on free ports."""
 
 from __future__ import annotations
 
+import gc
 import os
 import secrets
 import shutil
@@ -35,6 +36,17 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop("TRACELORE_CACHE_DIR", None)
     else:
         os.environ["TRACELORE_CACHE_DIR"] = before
+
+
+@pytest.fixture(scope="module", autouse=True)
+def collect_garbage_after_module() -> Iterator[None]:
+    """Collect garbage as each module ends, so an unclosed connection or file fails the module that left it.
+
+    Without this the collector runs whenever allocations say so, and the ResourceWarning of a
+    connection one module leaked is raised in whichever later test happens to be running.
+    """
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session")

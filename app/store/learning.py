@@ -96,7 +96,9 @@ def clusters(
     for key, lines, diagnoses, first, last in rows:
         if diagnoses < min_count or (key in resolved and not include_resolved):
             continue
-        found.append(_cluster(session, key, lines, diagnoses, first, last, resolved.get(key), where))
+        cluster = _cluster(session, key, lines, diagnoses, first, last, resolved.get(key), where)
+        if cluster is not None:
+            found.append(cluster)
     found.sort(key=lambda c: (-c.diagnoses, -c.lines, -c.last_seen.timestamp(), c.key))
     return found
 
@@ -110,7 +112,12 @@ def _cluster(
     last: datetime,
     resolved_by: str | None,
     where: list[ColumnElement[bool]],
-) -> Cluster:
+) -> Cluster | None:
+    """The cluster of `key`, or None when its lines were deleted since they were counted.
+
+    On PostgreSQL each statement sees what is committed when it starts: a diagnosis deleted
+    (by its owner, or by the retention purge) between the count and this read takes its lines.
+    """
     newest = session.execute(
         select(UnknownLineRow.template, UnknownLineRow.text, UnknownLineRow.diagnosis_id)
         .where(UnknownLineRow.key == key, *where)
@@ -120,6 +127,8 @@ def _cluster(
     libraries = session.scalars(
         select(UnknownLineRow.library_version).where(UnknownLineRow.key == key, *where).distinct()
     ).all()
+    if not newest:
+        return None
     members = list(dict.fromkeys(row.diagnosis_id for row in newest))[:MEMBERS_SHOWN]
     return Cluster(
         key=key,

@@ -3,12 +3,11 @@ and what an entry page shows of the service's own diagnoses."""
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import anyio
-import anyio.to_thread
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
@@ -22,6 +21,7 @@ from app.store.learning import EntryStats, all_entry_stats, clusters
 from app.web.accounts import SignInFirst
 from app.web.deps import Sessions, SessionsDep
 from app.web.identity import clock, session_token
+from app.web.periodic import Sleep, repeat
 
 log = logging.getLogger("tracelore")
 
@@ -50,12 +50,12 @@ def learn_logged(app: FastAPI) -> Summary | None:
     return summary
 
 
-async def learn_periodically(app: FastAPI, *, sleep: Callable[[float], Awaitable[object]] = anyio.sleep) -> None:
+async def learn_periodically(app: FastAPI, *, sleep: Sleep = anyio.sleep) -> None:
     """Summarise at start-up, then every `learn_every` seconds until cancelled."""
     settings: Settings = app.state.settings
-    while True:
-        await anyio.to_thread.run_sync(learn_logged, app)
-        await sleep(settings.learn_every)
+    await repeat(
+        functools.partial(learn_logged, app), every=settings.learn_every, what="the learning summary", sleep=sleep
+    )
 
 
 def seen(request: Request, signature_id: str) -> EntryStats | None:

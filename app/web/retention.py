@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import functools
 from typing import Annotated
 
 import anyio
-import anyio.to_thread
 from fastapi import APIRouter, Form, Header, Request, Response
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session, sessionmaker
@@ -18,6 +17,7 @@ from app.errors import NotFound, TraceloreError
 from app.retention import purge_logged
 from app.store.diagnoses import delete_diagnosis, may_delete
 from app.web.deps import SessionDep, SettingsDep, SubjectDep
+from app.web.periodic import Sleep, repeat
 from app.web.problems import PROBLEM_JSON
 
 PURGE_EVERY = 3600.0  # seconds between purges (`app.retention`) while the service runs
@@ -42,12 +42,11 @@ async def purge_periodically(
     settings: Settings,
     *,
     every: float = PURGE_EVERY,
-    sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
+    sleep: Sleep = anyio.sleep,
 ) -> None:
     """Purge every `every` seconds until cancelled (the app purges once at start-up itself)."""
-    while True:
-        await sleep(every)
-        await anyio.to_thread.run_sync(purge_logged, make_session, settings)
+    purge = functools.partial(purge_logged, make_session, settings)
+    await repeat(purge, every=every, what="the retention purge", first=False, sleep=sleep)
 
 
 def delete_cookie_name(diagnosis_id: str) -> str:
