@@ -9,10 +9,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
 from typing import Any
 
-from app.core.engine.re2calls import find
+from app.core.engine.re2calls import UNANCHORED, find, set_matcher, spans_of
 from app.core.engine.reader import Chunk
 
-NARROW_PIECE = 4096  # bytes the Set narrows to (whole lines)
+NARROW_PIECE = 1024  # bytes the Set narrows to (whole lines): finer costs more Set calls than it saves searching
 WHOLE: tuple[tuple[int, int | None], ...] = ((0, None),)  # a whole chunk, as spans
 
 
@@ -94,10 +94,10 @@ def piece_hits(prefilter: Any, data: bytes) -> list[PieceHits]:
     nowhere outside the pieces it is found in.
     """
     pieces: list[PieceHits] = []
-    view, size, start = memoryview(data), len(data), 0
+    view, size, start, match = memoryview(data), len(data), 0, set_matcher(prefilter)
     while start < size:
         end = data.find(b"\n", start + NARROW_PIECE - 1) + 1 or size
-        pieces.append((start, end, prefilter.Match(view[start:end]) or ()))
+        pieces.append((start, end, match(view[start:end])))
         start = end
     return pieces
 
@@ -153,14 +153,16 @@ def locate_hits(
     # On a memoryview: the wrapper's search() copies the whole chunk on every call,
     # which made frequent patterns cost O(hits x chunk).
     view, size = memoryview(data), len(data) if stop is None else stop
-    search, exact = (compiled, None) if loose is None else loose
+    # Bound once: per hit, the calls themselves are most of the cost.
+    search = spans_of(compiled if loose is None else loose[0])
+    exact = None if loose is None else set_matcher(loose[1])
     while pos < size:
-        start = find(search, view, pos, size)
+        start = search(UNANCHORED, view, pos, size)[0][0]
         if start < 0:
             return
         begin, end = data.rfind(b"\n", 0, start) + 1, data.find(b"\n", start)
         # A line of whole lines is matched as in the chunk: newlines or the ends around it.
-        matched = exact is None or bool(exact.Match(view[begin : len(data) if end < 0 else end]))
+        matched = exact is None or bool(exact(view[begin : len(data) if end < 0 else end]))
         if matched:
             yield start, idx
         if end < 0:

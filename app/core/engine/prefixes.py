@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 
 import regex
 
@@ -129,10 +130,24 @@ class Prefix:
     time: datetime | None = None
 
 
+@cache
+def _any_rule(rules: tuple[PrefixRule, ...]) -> regex.Pattern[str]:
+    """One pattern that matches where any of the rules does (their group names made distinct).
+
+    Most lines end their prefixes, or have none, where no rule applies: one match says so
+    where trying each rule in turn costs a match per rule. None of them matches empty text.
+    """
+    branches = (rule.pattern.pattern.replace("(?P<", f"(?P<_{i}_") for i, rule in enumerate(rules))
+    return regex.compile("|".join(f"(?:{branch})" for branch in branches))
+
+
 def parse_prefixes(text: str, rules: tuple[PrefixRule, ...] = RULES) -> Prefix:
     """Strip known prefixes from the start of a line; return where content starts."""
     pos, rank, host, time = 0, None, None, None
+    anyone = _any_rule(rules)
     for _ in range(6):  # prefixes stack a few deep at most
+        if anyone.match(text, pos) is None:
+            break
         for rule in rules:
             m = rule.pattern.match(text, pos)
             if m is None or m.end() == pos:

@@ -8,8 +8,9 @@ bytes or a memoryview and convert only the offsets they return.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import re2
 
@@ -19,6 +20,23 @@ _UNANCHORED = re2._Anchor.UNANCHORED
 def find(compiled: Any, data: bytes | memoryview, pos: int = 0, end: int | None = None) -> int:
     """The offset of the first match in data[pos:end], or -1. No copy of data."""
     return int(compiled._regexp.Match(_UNANCHORED, data, pos, len(data) if end is None else end)[0][0])
+
+
+Spans = Callable[[Any, bytes | memoryview, int, int], list[tuple[int, int]]]
+
+
+def spans_of(compiled: Any) -> Spans:
+    """The compiled regexp's own match, for a loop that calls it per hit: `find` without
+    a Python call around it. Call it with `UNANCHORED`; [0][0] of what it returns is `find`'s."""
+    return cast(Spans, compiled._regexp.Match)
+
+
+UNANCHORED: Any = _UNANCHORED
+
+
+def set_matcher(compiled_set: Any) -> Callable[[bytes | memoryview], list[int]]:
+    """A Set's match: the indices of the patterns that match (empty if none), without the wrapper's call."""
+    return cast(Callable[[bytes | memoryview], list[int]], compiled_set._set.Match)
 
 
 class TextMatch(NamedTuple):
