@@ -141,10 +141,16 @@ def _any_rule(rules: tuple[PrefixRule, ...]) -> regex.Pattern[str]:
     return regex.compile("|".join(f"(?:{branch})" for branch in branches))
 
 
+@cache
+def _default_any() -> regex.Pattern[str]:
+    return _any_rule(RULES)
+
+
 def parse_prefixes(text: str, rules: tuple[PrefixRule, ...] = RULES) -> Prefix:
     """Strip known prefixes from the start of a line; return where content starts."""
     pos, rank, host, time = 0, None, None, None
-    anyone = _any_rule(rules)
+    # The default table's pattern without hashing the table on every line (a hot path).
+    anyone = _default_any() if rules is RULES else _any_rule(rules)
     for _ in range(6):  # prefixes stack a few deep at most
         if anyone.match(text, pos) is None:
             break
