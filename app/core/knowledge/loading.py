@@ -13,7 +13,7 @@ import functools
 import hashlib
 import json
 import marshal
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -232,7 +232,7 @@ def build_library(
 
 
 def _compile(
-    patterns: list[tuple[str, Iterable[tuple[str, Rule]]]],
+    patterns: Sequence[tuple[str, Iterable[tuple[str, Rule]]]],
     signatures: Mapping[str, Signature],
     *,
     paths: Mapping[str, Path] | None,
@@ -301,24 +301,22 @@ def _cached(sig: Signature) -> tuple[str, str, tuple[tuple[str, str, str], ...],
     return sig.id, sig.layer, patterns, marshal.dumps(model_state.dump(sig))
 
 
-def _from_cache(cache: ParseCache, files: list[Path], root: Path, paths: dict[str, Path]) -> Library | None:
+def _from_cache(cache: ParseCache, files: list[Path], root: Path) -> Library | None:
     """The library as the cache holds it: compiled from the kept patterns, each signature restored when used."""
     found = cache.load()
     if found is None or len(found[0]) != len(files):
         return None
     data, version = found
     try:
-        for path, (sid, layer, _, _) in zip(files, data, strict=True):
-            if _placement(path, root, sid, layer):
-                return None
-            paths[sid] = path
-        patterns = [(sid, [(p, Rule(kind, sid, name)) for p, kind, name in kept]) for sid, _, kept, _ in data]
-        states = {sid: state for sid, _, _, state in data}
+        if any(_placement(path, root, sid, layer) for path, (sid, layer, _, _) in zip(files, data, strict=True)):
+            return None
+        paths = {row[0]: path for path, row in zip(files, data, strict=True)}
+        rows = sorted(data, key=lambda row: row[0])  # the library's order: by id
+        patterns = [(sid, [(p, Rule(kind, sid, name)) for p, kind, name in kept]) for sid, _, kept, _ in rows]
     except (TypeError, ValueError):
         return None  # not what `_cached` wrote: parse again
-    order = sorted(range(len(patterns)), key=lambda i: patterns[i][0])  # the library's order: by id
-    lazy = model_state.Restored(Signature, {patterns[i][0]: states[patterns[i][0]] for i in order})
-    return _compile([patterns[i] for i in order], lazy, paths=paths, version=version)
+    lazy = model_state.Restored(Signature, {sid: state for sid, _, _, state in rows})
+    return _compile(patterns, lazy, paths=paths, version=version)
 
 
 def _parse_cache(cache: Path, root: Path, files: list[Path]) -> ParseCache | None:
@@ -361,8 +359,7 @@ def load_library(root: Path, *, cache: Path | None = None) -> Library:
     """Load and compile every signature under root; raise LibraryError listing all issues."""
     files = signature_files(root)
     store = _parse_cache(cache, root, files) if cache is not None and files else None
-    paths: dict[str, Path] = {}
-    library = _from_cache(store, files, root, paths) if store is not None else None
+    library = _from_cache(store, files, root) if store is not None else None
     if library is None:
         loaded, issues, version = _parse(root, files, store)
         if issues:
