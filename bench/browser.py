@@ -1,11 +1,13 @@
 """The browser's evidence pass: a log picked on the home page, read by Chromium through Playwright.
 
-    python bench/browser.py [--size 100M] [--repeat 3] [--before REF] [--out bench/out]
+    python bench/browser.py [--size 100M] [--repeat 3] [--before REF] [--pick-after 1] [--out bench/out]
     python bench/browser.py --worker [--size 100M] [--repeat 5] [--before REF]
 
 It starts `tracelore serve` (bench/api.py's throwaway server), opens the home page in
 Debian's Chromium (`/usr/bin/chromium`, or TRACELORE_TEST_CHROMIUM), picks a generated
-log (bench/loggen.py) and waits for the page to show what it kept. The page times its
+log (bench/loggen.py) as a person does (the pointer on the picker, the file picked
+--pick-after seconds later: the page makes its workers ready meanwhile; 0 picks at once)
+and waits for the page to show what it kept. The page times its
 own pass (from the first block read to the excerpt, `data-seconds`); the script reports
 MB/s per run and the median, the CPU time Chromium's page processes spent per run (the
 page and its workers, read from /proc: steadier than the wall time on a loaded machine),
@@ -80,9 +82,12 @@ def serving(scripts: dict[str, bytes], served: list[str]) -> Callable[[Route], N
     return serve
 
 
-def browser_pass(log: Path, repeat: int, before: str | None = None) -> dict[str, Any]:
+def browser_pass(log: Path, repeat: int, before: str | None = None, pick_after: float = 1.0) -> dict[str, Any]:
     """MB/s and CPU of the page's evidence pass over `log`, per run, and whether it kept what Python keeps.
 
+    As a person does, the pointer goes to the file picker first and the file is picked
+    `pick_after` seconds later (0: at once, so nothing is made ready ahead of the pick). The
+    CPU figure counts from before the pointer moved, so work done ahead of the pick is in it.
     With `before`, rounds alternate between that commit's scripts and these; the figures of
     the former are under "before"."""
     from playwright.sync_api import sync_playwright
@@ -113,6 +118,9 @@ def browser_pass(log: Path, repeat: int, before: str | None = None) -> dict[str,
                     page.set_default_timeout(600_000)
                     page.goto(url + "/")
                     cpu = renderer_cpu()
+                    if pick_after > 0:
+                        page.hover("label[for=file]")
+                        page.wait_for_timeout(pick_after * 1000)
                     page.set_input_files("#file", str(log))
                     summary = page.wait_for_selector("#excerpt-summary[data-kept]")
                     assert summary is not None
@@ -189,6 +197,12 @@ def main() -> None:
     parser.add_argument("--before", help="a commit whose page scripts run in alternate rounds")
     parser.add_argument("--worker", action="store_true", help="the screening worker alone, in Node")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    parser.add_argument(
+        "--pick-after",
+        type=float,
+        default=1.0,
+        help="seconds between pointing at the file picker and the pick (0: the file is picked at once)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / f"train-{args.size}.log"
@@ -212,7 +226,7 @@ def main() -> None:
             same = runs["before"]["digests"] == runs["after"]["digests"] and len(runs["after"]["digests"]) == 1
             print(f"after/before CPU: {ratio:.2f}x; answers {'equal' if same else 'DIFFER'}")
         return
-    result = browser_pass(log, args.repeat, args.before)
+    result = browser_pass(log, args.repeat, args.before, args.pick_after)
     load = os.getloadavg()
     print(f"load average {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}")
     if "before" in result:

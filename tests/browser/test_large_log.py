@@ -158,3 +158,77 @@ def test_a_file_picked_while_another_is_read_replaces_it(
     expect(summary).to_have_attribute("data-total", "2")
     expect(page.locator("#excerpt-status")).to_contain_text("Read small.log")
     assert page.locator("#excerpt-progress").evaluate("bar => bar.value") == 1
+
+
+def started(page: Page, workers: list[object]) -> int:
+    """How many workers the page has started, once their start has been reported."""
+    for _ in range(50):
+        if workers:
+            break
+        page.wait_for_timeout(100)
+    page.wait_for_timeout(300)  # the rest of a pool is reported just after its first worker
+    return len(workers)
+
+
+def test_pointing_at_the_picker_readies_the_workers_the_pick_then_uses(
+    page: Page, server: LiveServer, library: Library, mid_log: Path, tmp_path: Path
+) -> None:
+    """The workers start while a person chooses the file; the pick reads with them, keeping what Python keeps."""
+    workers: list[object] = []
+    page.on("worker", lambda worker: workers.append(worker))
+    captured: list[dict[str, Any]] = []
+
+    def capture(route: Route) -> None:
+        captured.append(body_of(route.request))
+        route.continue_()
+
+    page.route("**/api/v1/diagnoses", capture)
+    page.goto(server.url + "/")
+    form = page.locator("form[data-excerpt]")
+    expect(form).not_to_have_attribute("data-warm", "ready")
+    assert workers == [], "nothing starts before a person shows they will pick a file"
+    page.hover("label[for=file]")
+    expect(form).to_have_attribute("data-warm", "ready")
+    ready = started(page, workers)
+    assert ready >= 1
+    page.hover("h1")
+    page.hover("label[for=file]")  # pointing again makes no second pool
+    page.wait_for_timeout(300)
+    assert len(workers) == ready
+
+    page.set_input_files("#file", str(mid_log))
+    page.wait_for_selector("#excerpt-summary[data-kept]", timeout=PICK_TIMEOUT)
+    assert len(workers) == ready, "the pick used the workers made ready"
+    expect(form).not_to_have_attribute("data-warm", "ready")
+    with page.expect_navigation(url=re.compile(r"/d/[\w-]+$")):
+        page.click("button[type=submit]")
+    (payload,) = captured
+    with mid_log.open("rb") as f:
+        expected = select_evidence(iter(lambda: f.read(1 << 20), b""), prefilter_spec(library))
+    assert [(e["line"], e["text"]) for e in payload["excerpt"]] == list(expected.lines)
+
+
+def test_each_pick_gets_fresh_workers_and_focus_readies_them_too(
+    page: Page, server: LiveServer, tmp_path: Path
+) -> None:
+    """A pool serves one file (it holds which patterns reached their cap); the keyboard path readies one as well."""
+    workers: list[object] = []
+    page.on("worker", lambda worker: workers.append(worker))
+    small = tmp_path / "small.log"
+    small.write_text("step 1\nRuntimeError: CUDA error: device-side assert triggered\n")
+    other = tmp_path / "other.log"
+    other.write_text("step 1\nstep 2\ntorch.OutOfMemoryError: CUDA out of memory.\n")
+    page.goto(server.url + "/")
+    form = page.locator("form[data-excerpt]")
+    page.focus("#file")
+    expect(form).to_have_attribute("data-warm", "ready")
+    ready = started(page, workers)
+    assert ready >= 1
+    page.set_input_files("#file", str(small))
+    summary = page.locator("#excerpt-summary")
+    expect(summary).to_have_attribute("data-total", "2", timeout=PICK_TIMEOUT)
+    assert len(workers) == ready
+    page.set_input_files("#file", str(other))  # no pointing this time: new workers for it
+    expect(summary).to_have_attribute("data-total", "3", timeout=PICK_TIMEOUT)
+    page.wait_for_timeout(300)
+    assert len(workers) == 2 * ready

@@ -87,6 +87,7 @@
   // order asked, each worker taking every size-th block.
   class WorkerPool {
     constructor(spec, size) {
+      this.spec = spec;
       this.workers = [];
       this.waiting = new Map(); // seq -> {resolve, reject}
       this.seq = 0;
@@ -307,6 +308,53 @@
     return specPromise;
   }
 
+  const poolSize = () => Math.max(1, Math.min(4, navigator.hardwareConcurrency || 2));
+
+  // Starting the workers and compiling the rules in them takes about half a second. It
+  // begins when a person shows they are about to pick a file (pointing at or focusing the
+  // picker, dragging a file over the form), so it passes while they choose one. A pool
+  // that no pick uses within a minute is let go.
+  const WARM_FOR = 60000;
+  let warm = null; // {pool, timer}: workers made ready ahead of a pick
+
+  function letGo(entry) {
+    clearTimeout(entry.timer);
+    if (entry.pool) entry.pool.close();
+    if (warm === entry) {
+      warm = null;
+      delete form.dataset.warm;
+    }
+  }
+
+  async function prewarm() {
+    if (warm || !WORKER_URL) return;
+    const entry = { pool: null, timer: 0 };
+    warm = entry;
+    try {
+      const spec = await loadSpec();
+      if (warm !== entry) return; // taken or let go meanwhile
+      entry.pool = new WorkerPool(spec, poolSize());
+      entry.timer = setTimeout(() => letGo(entry), WARM_FOR);
+      form.dataset.warm = "ready";
+    } catch (err) {
+      if (warm === entry) warm = null; // the pick loads the rules again and says what failed
+    }
+  }
+
+  // The pool made ready for this pick, or a new one. A pool serves one file: it keeps
+  // which patterns reached their cap.
+  function takePool(spec) {
+    const entry = warm;
+    if (entry && entry.pool && entry.pool.spec === spec) {
+      clearTimeout(entry.timer);
+      warm = null;
+      delete form.dataset.warm;
+      return entry.pool;
+    }
+    if (entry) letGo(entry);
+    return new WorkerPool(spec, poolSize());
+  }
+
   async function selectFile(file, run) {
     panel.hidden = false;
     alert.hidden = true;
@@ -325,8 +373,8 @@
     const selector = new Selector(compiled);
     const started = performance.now();
     let lastPaint = 0;
-    const size = Math.max(1, Math.min(4, navigator.hardwareConcurrency || 2));
-    const pool = new WorkerPool(compiled.spec, size);
+    const size = poolSize();
+    const pool = takePool(compiled.spec);
     const pending = []; // blocks being worked on, in order
     const settle = async () => {
       const { promise, extra } = pending.shift();
@@ -370,7 +418,6 @@
       `${fmtBytes(keptBytes)} of ${fmtBytes(result.total_bytes)}: the start and end of the log, ` +
       `every line that matches a known failure or an error marker, and the lines around them.`;
     summary.dataset.kept = String(result.lines.length);
-    summary.dataset.seconds = String(result.seconds);
     summary.dataset.seconds = String(result.seconds);
     summary.dataset.total = String(result.total_lines);
     const rows = [];
@@ -424,6 +471,11 @@
   }
 
   fileInput.addEventListener("change", pick);
+  for (const target of [fileInput, ...(fileInput.labels || [])]) {
+    target.addEventListener("pointerenter", prewarm);
+    target.addEventListener("focus", prewarm);
+  }
+  form.addEventListener("dragenter", prewarm);
   form.addEventListener("dragover", (event) => {
     event.preventDefault();
     form.classList.add("dropping");
