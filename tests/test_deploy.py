@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -49,3 +54,32 @@ def test_the_image_installs_locked_versions_of_every_runtime_dependency() -> Non
     wanted = project["dependencies"] + project["optional-dependencies"]["postgres"]
     names = {re.split(r"[\[<>=!~ ;]", dep)[0].lower().replace("_", "-") for dep in wanted}
     assert names - locked == set()
+
+
+def test_the_image_runs_the_package_from_byte_code_it_compiled_at_build(tmp_path: Path) -> None:
+    """The image forbids writing byte code at run time, so its build must have written it.
+
+    The Dockerfile's own compile step runs on a copy of `app/` laid out as in the image; a
+    command there, with the image's PYTHONDONTWRITEBYTECODE, then loads every module of the
+    package from byte code, compiling none from source.
+    """
+    text = (REPO / "Dockerfile").read_text()
+    runtime = text.rsplit("\nFROM ", 1)[1]
+    assert "PYTHONDONTWRITEBYTECODE=1" in runtime
+    (step,) = re.findall(r"^RUN (python -m compileall .*)$", runtime, re.M)
+    assert runtime.index("COPY app ./app") < runtime.index(step) < runtime.index("\nUSER ")
+    srv = tmp_path / "srv"
+    shutil.copytree(REPO / "app", srv / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "signatures", srv / "signatures")
+    env = {**os.environ, "PYTHONPATH": str(srv), "TRACELORE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([sys.executable, *shlex.split(step)[1:]], cwd=srv, env=env, check=True)
+    log = tmp_path / "train.log"
+    log.write_text("step 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    run = subprocess.run(
+        [sys.executable, "-v", "-m", "app", "diagnose", str(log)], cwd=srv, env=env, capture_output=True, text=True
+    )
+    loaded = re.findall(rf"^# code object from '?({re.escape(str(srv))}/app/\S+?)'?$", run.stderr, re.M)
+    assert len(loaded) > 20, run.stderr[-2000:]
+    assert [path for path in loaded if not path.endswith(".pyc")] == []
