@@ -11,6 +11,7 @@ from sqlalchemy import (
     Date,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -37,6 +38,8 @@ class DiagnosisRow(Base):
     """One stored diagnosis: the permalink target."""
 
     __tablename__ = "diagnoses"
+    # The account page lists one subject's diagnoses, newest first.
+    __table_args__ = (Index("ix_diagnoses_subject_created_at", "subject", "created_at"),)
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)

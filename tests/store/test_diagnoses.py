@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.engine.diagnose import diagnose
@@ -151,3 +153,32 @@ def test_an_account_lists_what_it_made_newest_first(factory: sessionmaker[Sessio
     ]
     assert made[0].failure_id == "cuda.oom" and made[1].failure_id is None
     assert made[0].input_bytes == len(logs["new"])
+
+
+def test_an_account_s_list_is_read_through_its_index(factory: sessionmaker[Session]) -> None:
+    """The account page's query finds a subject's rows by index, not by reading every diagnosis."""
+    statements: list[tuple[str, Any]] = []
+
+    def capture(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if "FROM diagnoses" in statement:
+            statements.append((statement, parameters))
+
+    engine = factory.kw["bind"]
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        with factory.begin() as session:
+            list_made_by(session, "account:a1", not_before=datetime.now(UTC) - timedelta(days=30))
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    ((statement, parameters),) = statements
+    with engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        cursor = raw.cursor()
+        if engine.dialect.name == "sqlite":
+            cursor.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)
+        else:
+            cursor.execute("SET enable_seqscan = off")  # an empty table would be read whole anyway
+            cursor.execute(f"EXPLAIN {statement}", parameters)
+        plan = " ".join(str(row) for row in cursor.fetchall())
+        cursor.close()
+    assert "ix_diagnoses_subject_created_at" in plan, plan
