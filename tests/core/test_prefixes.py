@@ -58,6 +58,43 @@ CASES = [
         "Out of memory",
     ),
     ("0: [rank0]: x", 0, None, None, "x"),
+    # vLLM's logger since v0.8 under its engine process's prefix (vllm-project/vllm#23176)
+    (
+        "(EngineCore_0 pid=1179302) ERROR 08-19 13:12:57 [core.py:708] Traceback (most recent call last):",
+        None,
+        None,
+        Yearless.at(8, 19, 13, 12, 57),
+        "Traceback (most recent call last):",
+    ),
+    # vLLM's logger before v0.8 (vllm-project/vllm#9377)
+    (
+        "ERROR 10-16 05:20:48 registry.py:264] ImportError: /usr/local/lib/python3.10/dist-packages/x.so",
+        None,
+        None,
+        Yearless.at(10, 16, 5, 20, 48),
+        "ImportError: /usr/local/lib/python3.10/dist-packages/x.so",
+    ),
+    # A Ray actor's output on the driver, then torchrun's rank and c10's time (OpenRLHF/OpenRLHF#621)
+    (
+        "(RayWorkerWrapper pid=92234, ip=172.19.24.110) [rank1]:[E1224 13:23:05.483840160 ProcessGroupNCCL.cpp:542]"
+        " [Rank 12] Collective WorkNCCL(SeqNum=1, OpType=BROADCAST",
+        1,
+        "172.19.24.110",
+        Yearless.at(12, 24, 13, 23, 5, 483840),
+        "[Rank 12] Collective WorkNCCL(SeqNum=1, OpType=BROADCAST",
+    ),
+    # A data-parallel engine's index is not a rank; the traceback's indent stays content
+    ("(EngineCore_DP0 pid=6880)     kv_cache_configs = f(", None, None, None, "    kv_cache_configs = f("),
+    (
+        "(VllmWorker rank=1 pid=97) INFO 05-06 10:11:12 [gpu_worker.py:12] x",
+        1,
+        None,
+        Yearless.at(5, 6, 10, 11, 12),
+        "x",
+    ),
+    ("(pid=4004) x", None, None, None, "x"),  # older Ray: a task without a name
+    ("(pid 5) x", None, None, None, "(pid 5) x"),
+    ("ERROR 2024 x", None, None, None, "ERROR 2024 x"),
     ("Traceback (most recent call last):", None, None, None, "Traceback (most recent call last):"),
     ("ERROR: x", None, None, None, "ERROR: x"),
 ]

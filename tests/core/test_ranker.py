@@ -132,6 +132,16 @@ def test_unexplained_error_lines_are_deduplicated(cascade_library: Library) -> N
     ]
 
 
+def test_a_logger_s_error_level_alone_is_no_unexplained_line(shipped_library: Library) -> None:
+    """vLLM logs a traceback at ERROR, blank lines included (vllm-project/vllm#23176): those say nothing."""
+    case = REPO / "tests" / "corpus" / "cases" / "gh-vllm-project-vllm-23176-enginecore"
+    d = diagnose((case / "log.txt").read_bytes(), shipped_library)
+    texts = [u.text for u in d.unexplained]
+    assert "The above exception was the direct cause of the following exception:" in texts
+    assert all(text.strip() for text in texts)
+    assert not any(text.startswith("(EngineCore_0") for text in texts)  # shown without the prefix
+
+
 def test_multiple_files_are_ordered_by_time(cascade_library: Library) -> None:
     from app.core import diagnose_many
 

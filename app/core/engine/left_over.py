@@ -105,6 +105,8 @@ def unexplained(library: Library, scans: Iterable[FileScan], fired: Iterable[str
                     continue
                 seen_lines.add(line.no)
                 text = line.text[line.content_start :].strip()
+                if not text:
+                    continue  # the error marker was only in its prefix ("ERROR 08-19 ... [core.py:708]" alone)
                 key = _NORMALISE.sub("#", text)[:300]
                 prior = groups.get(key)
                 if prior is None:

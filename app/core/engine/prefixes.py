@@ -51,6 +51,15 @@ def _glog(m: regex.Match[str]) -> datetime | None:
         return None
 
 
+def _month_day(m: regex.Match[str]) -> datetime | None:
+    # vLLM's logger: "08-19 13:12:57", no year (as glog).
+    md, clock = m["md"], m["clock"]
+    try:
+        return Yearless.at(int(md[:2]), int(md[3:]), int(clock[:2]), int(clock[3:5]), int(clock[6:8]))
+    except ValueError:
+        return None
+
+
 def _syslog(m: regex.Match[str]) -> datetime | None:
     clock = m["clock"]
     try:
@@ -90,6 +99,23 @@ RULES: tuple[PrefixRule, ...] = (
     _rule(
         "nccl",
         r"(?P<host>[A-Za-z0-9][\w.-]{0,62}):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<device>\d{1,6})\] (?=NCCL)",
+    ),
+    # A Ray actor's or task's output as the driver shows it, which vLLM's processes use too:
+    # "(RayWorkerWrapper pid=4004, ip=172.17.0.2) ", "(EngineCore_DP0 pid=548) ",
+    # "(VllmWorker rank=1 pid=97) ", and older Ray's unnamed task: "(pid=4004) ". Only `rank=` is a
+    # rank: a TP or DP index is not the global one.
+    _rule(
+        "process",
+        r"\((?:(?P<proc>[A-Za-z_][\w.-]{0,60})(?: rank=(?P<rank>\d{1,6}))? )?pid=(?P<pid>\d{1,9})"
+        r"(?:, ip=(?P<host>\d{1,3}(?:\.\d{1,3}){3}))?\)[ ]?",
+    ),
+    # vLLM's logger (vllm/logger.py): "ERROR 08-19 13:12:57 [core.py:708] " since v0.8, and
+    # "INFO 05-06 10:11:12 llm_engine.py:161] " before it.
+    _rule(
+        "vllm",
+        r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<clock>\d\d:\d\d:\d\d)(?:\.\d{1,6})?"
+        r" \[?(?P<src>[\w.-]{1,100}\.py:\d{1,6})\] ",
+        _month_day,
     ),
     # ISO 8601 and Python logging's "[YYYY-MM-DD HH:MM:SS,mmm]", bracketed or not
     # (Hydra and some loggers put the next bracket right after it: "[2026-12-01 14:47:53,760][eval][INFO]")
