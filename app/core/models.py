@@ -97,7 +97,9 @@ class Evidence(_Frozen):
     rank: int | None = None
     time: LogTime | None = None
     text: str
-    span: tuple[int, int] = Field(description="character offsets of the match in text")
+    span: tuple[int, int] = Field(
+        description='character offsets of the match in text, without the separators it begins with ("] ", ": ")'
+    )
     pattern: str = Field(description="name of the fingerprint or symptom that matched")
     kind: Literal["fingerprint", "symptom"]
 

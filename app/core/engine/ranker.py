@@ -83,6 +83,19 @@ class _Judge:
         return None
 
 
+# What a pattern consumes to find where the words it looks for start: the end of a prefix
+# ("] "), a separator (": "), a tag's close ("<stderr>:"). The reader is not shown them as matched.
+_LEADING = frozenset(" \t:]>|")
+
+
+def _shown(text: str, span: tuple[int, int]) -> tuple[int, int]:
+    """A match's span as the reader sees it highlighted: without the separators it begins with."""
+    start, end = span
+    while start < end - 1 and start < len(text) and text[start] in _LEADING:
+        start += 1
+    return start, end
+
+
 def find_signatures(
     library: Library, scans: Sequence[FileScan], versions: Mapping[str, EnvFact]
 ) -> tuple[list[Found], dict[str, list[str]]]:
@@ -340,7 +353,7 @@ def _candidate(f: Found, role: Role, cause: str | None, why: str, episode: Episo
                 rank=h.line.rank,
                 time=h.line.time,
                 text=h.line.text,
-                span=h.span,
+                span=_shown(h.line.text, h.span),
                 pattern=p.name,
                 kind=kind,
             )
