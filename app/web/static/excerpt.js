@@ -310,7 +310,7 @@
 
   const poolSize = () => Math.max(1, Math.min(4, navigator.hardwareConcurrency || 2));
 
-  // Starting the workers and compiling the rules in them takes about half a second. It
+  // Starting the workers and compiling the rules in them takes a few tenths of a second. It
   // begins when a person shows they are about to pick a file (pointing at or focusing the
   // picker, dragging a file over the form), so it passes while they choose one. A pool
   // that no pick uses within a minute is let go.
