@@ -92,6 +92,33 @@ def test_a_file_name_declares_a_rank(name: str | None, rank: int | None) -> None
     assert rank_from_name(name) == rank
 
 
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("rank3.log", 3),  # a rank by name is one, alone or not
+        ("train-3.err", None),  # alone, a trailing number is as often a run or an issue
+        ("run-2.log", None),
+    ],
+)
+def test_a_lone_file_s_trailing_number_is_no_rank(name: str, rank: int | None) -> None:
+    assert rank_from_name(name, of_several=False) == rank
+
+
+@pytest.mark.parametrize("name", ["slurm-4242137.out", "logs/slurm-424213.out", "slurm-4242_3.out", "slurm-77.err"])
+def test_slurm_s_default_output_file_is_named_for_the_job_not_a_rank(name: str) -> None:
+    assert rank_from_name(name) is None
+
+
+def test_a_lone_file_named_with_a_number_shows_no_rank(shipped_library: Library) -> None:
+    log = b"step 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    d = diagnose_many([("slurm-424213.out", log)], shipped_library)
+    assert d.initiating is not None and d.initiating.rank is None
+    d = diagnose_many([("issue-244.log", log)], shipped_library)
+    assert d.initiating is not None and d.initiating.rank is None
+    d = diagnose_many([("worker-3.log", log), ("worker-1.log", b"step 1\n")], shipped_library)
+    assert d.initiating is not None and d.initiating.rank == 3
+
+
 def test_a_file_without_rank_prefixes_takes_its_rank_from_its_name(shipped_library: Library, tmp_path: Path) -> None:
     # rank0.log of this job has no "[rank0]:" prefix; rank1.log has.
     case = CASES / "gen-dist-per-rank-hang"

@@ -15,19 +15,28 @@ from app.core.engine.file_scan import FileScan
 from app.core.engine.times import year_resolver
 from app.core.models import Line
 
-# A rank in a file's name: "rank3.log", "node1-rank3.out", "rank_3.txt", else a number the
-# name ends with: "worker-3.log", "train-3.err" (a bare "node1" is a host, not a rank).
+# A rank in a file's name: "rank3.log", "node1-rank3.out", "rank_3.txt", else, among the
+# files of one job, a number the name ends with: "worker-3.log", "train-3.err" (a bare "node1"
+# is a host, not a rank). A lone file's trailing number is more often a run, an issue or a job
+# id ("run-2.log"), and Slurm's default output file is named for the job: "slurm-4242137.out",
+# "slurm-4242137_3.out" for a task of an array.
 _NAMED_RANK = regex.compile(r"rank[_-]?(\d{1,6})(?!\d)", regex.IGNORECASE)
 _TRAILING_NUMBER = regex.compile(r"[-_.](\d{1,6})$")
+_SLURM_OUTPUT = regex.compile(r"slurm-\d{1,12}(?:_\d{1,9})?\.(?:out|err)$", regex.IGNORECASE)
 
 
-def rank_from_name(name: str | None) -> int | None:
-    """The rank a log file's name declares, if any."""
+def rank_from_name(name: str | None, *, of_several: bool = True) -> int | None:
+    """The rank a log file's name declares, if any; `of_several`: the file is one of a job's several."""
     if not name:
         return None
     base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    named = _NAMED_RANK.search(base)
+    if named:
+        return int(named[1])
+    if not of_several or _SLURM_OUTPUT.match(base):
+        return None
     stem = base.rsplit(".", 1)[0] if "." in base else base
-    m = _NAMED_RANK.search(base) or _TRAILING_NUMBER.search(stem)
+    m = _TRAILING_NUMBER.search(stem)
     return int(m[1]) if m else None
 
 
@@ -39,7 +48,7 @@ def picked_lines(scan: FileScan) -> Iterator[Line]:
             yield hit.line
 
 
-def file_rank(scan: FileScan) -> tuple[int | None, bool]:
+def file_rank(scan: FileScan, *, of_several: bool = True) -> tuple[int | None, bool]:
     """A file's rank, and whether it is the file's only rank.
 
     From its lines' prefixes (the most common; the only one when no other rank's line is
@@ -48,7 +57,7 @@ def file_rank(scan: FileScan) -> tuple[int | None, bool]:
     seen = Counter(line.rank for line in picked_lines(scan) if line.rank is not None)
     if seen:
         return min(seen, key=lambda r: (-seen[r], r)), len(seen) == 1
-    rank = rank_from_name(scan.name)
+    rank = rank_from_name(scan.name, of_several=of_several)
     return rank, rank is not None
 
 
@@ -61,7 +70,7 @@ def arrange(scans: Sequence[FileScan], written: datetime | None = None) -> list[
     file of one rank (by its name, or by its only prefixed rank) lends that rank to its lines
     without a prefix: a per-rank file's unprefixed traceback is that rank's.
     """
-    ranks = {id(scan): file_rank(scan) for scan in scans}
+    ranks = {id(scan): file_rank(scan, of_several=len(scans) > 1) for scan in scans}
 
     def key(scan: FileScan) -> tuple[object, ...]:
         rank, _ = ranks[id(scan)]
