@@ -73,6 +73,13 @@ def installed_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def two_line_log(out: Path) -> Path:
+    """The two-line log whose diagnosis times start-up."""
+    tiny = out / "two-lines.log"
+    tiny.write_text("starting\nRuntimeError: CUDA error: device-side assert triggered\n")
+    return tiny
+
+
 def timed(cmd: list[str] | str, *, shell: bool = False, env: dict[str, str] | None = None) -> tuple[float, int, str]:
     """Wall seconds, peak RSS in KiB and stdout of one whole process."""
     wrapped = ["/usr/bin/time", "-f", "%e %M", *(["bash", "-c", cmd] if shell else cmd)]
@@ -118,8 +125,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     tracelore = str(Path(sys.executable).with_name("tracelore"))
     # Once before timing: byte code written, as an installed copy has it.
-    tiny = args.out / "two-lines.log"
-    tiny.write_text("starting\nRuntimeError: CUDA error: device-side assert triggered\n")
+    tiny = two_line_log(args.out)
     subprocess.run([tracelore, "diagnose", str(tiny), "--fail-on", "never"], capture_output=True, env=installed_env())
 
     from app.core.knowledge.loading import load_library
@@ -207,8 +213,7 @@ def startup_table(tracelore: str, libraries: dict[str, Path], repeat: int, out: 
     "cold" parses the YAML (an empty cache directory), "warm" reads the parse cache a
     previous start left; the Set is compiled on every start either way.
     """
-    tiny = out / "two-lines.log"
-    tiny.write_text("starting\nRuntimeError: CUDA error: device-side assert triggered\n")
+    tiny = two_line_log(out)
     print(
         "| library (patterns) | load + compile, cold | warm | of which the Set | `tracelore diagnose` 2 lines, warm |"
     )
@@ -236,7 +241,7 @@ def startup_table(tracelore: str, libraries: dict[str, Path], repeat: int, out: 
             values = [float(v) for v in got[1:]]
             best = values if best is None else [min(a, b) for a, b in zip(best, values, strict=True)]
         assert best is not None
-        env = {**os.environ, "TRACELORE_CACHE_DIR": str(out / "cache")}
+        env = installed_env(TRACELORE_CACHE_DIR=str(out / "cache"))
         command = [tracelore, "diagnose", str(tiny), "--fail-on", "never", "--signatures", str(lib_dir)]
         subprocess.run(command, capture_output=True, env=env)  # fills the cache
         whole = min(timed(command, env=env)[0] for _ in range(repeat))
@@ -268,8 +273,7 @@ def waiting(args: argparse.Namespace) -> None:
     tracelore = str(Path(sys.executable).with_name("tracelore"))
     rows: list[tuple[str, str, str]] = []
 
-    tiny = args.out / "two-lines.log"
-    tiny.write_text("starting\nRuntimeError: CUDA error: device-side assert triggered\n")
+    tiny = two_line_log(args.out)
     env = installed_env(TRACELORE_CACHE_DIR=str(args.out / "cache"))
     command = [tracelore, "diagnose", str(tiny), "--fail-on", "never"]
     subprocess.run(command, capture_output=True, env=env, check=True)  # fills the parse cache, writes byte code

@@ -124,11 +124,11 @@ def _cluster(
         .order_by(UnknownLineRow.created_at.desc(), UnknownLineRow.id.desc())
         .limit(50)
     ).all()
+    if not newest:
+        return None
     libraries = session.scalars(
         select(UnknownLineRow.library_version).where(UnknownLineRow.key == key, *where).distinct()
     ).all()
-    if not newest:
-        return None
     members = list(dict.fromkeys(row.diagnosis_id for row in newest))[:MEMBERS_SHOWN]
     return Cluster(
         key=key,

@@ -14,12 +14,12 @@ from typing import Any, NamedTuple, cast
 
 import re2
 
-_UNANCHORED = re2._Anchor.UNANCHORED
+UNANCHORED: Any = re2._Anchor.UNANCHORED
 
 
 def find(compiled: Any, data: bytes | memoryview, pos: int = 0, end: int | None = None) -> int:
     """The offset of the first match in data[pos:end], or -1. No copy of data."""
-    return int(compiled._regexp.Match(_UNANCHORED, data, pos, len(data) if end is None else end)[0][0])
+    return int(compiled._regexp.Match(UNANCHORED, data, pos, len(data) if end is None else end)[0][0])
 
 
 Spans = Callable[[Any, bytes | memoryview, int, int], list[tuple[int, int]]]
@@ -29,9 +29,6 @@ def spans_of(compiled: Any) -> Spans:
     """The compiled regexp's own match, for a loop that calls it per hit: `find` without
     a Python call around it. Call it with `UNANCHORED`; [0][0] of what it returns is `find`'s."""
     return cast(Spans, compiled._regexp.Match)
-
-
-UNANCHORED: Any = _UNANCHORED
 
 
 def set_matcher(compiled_set: Any) -> Callable[[bytes | memoryview], list[int]]:
@@ -49,7 +46,7 @@ class TextMatch(NamedTuple):
 def search_text(compiled: Any, text: str) -> TextMatch | None:
     """Search one line of text; spans and groups as characters of `text`."""
     data = text.encode("utf-8", errors="surrogatepass")
-    spans = compiled._regexp.Match(_UNANCHORED, data, 0, len(data))
+    spans = compiled._regexp.Match(UNANCHORED, data, 0, len(data))
     if spans[0][0] < 0:
         return None
     ascii_only = len(data) == len(text)
