@@ -45,7 +45,7 @@ def stage(name, code):
     start = now
 stage("click and the command group", "import click, app.cli; app.cli.without_pydantic_plugins()")
 stage("pydantic (first model built)", "from pydantic import BaseModel\\nclass _Probe(BaseModel):\\n    a: int = 0")
-stage("regex, re2", "import regex, re2")
+stage("re2", "import re2")
 stage("the core (models, engine)", "import app.core")
 stage("the diagnose command, Settings", "import app.cli.diagnose, app.config; s = app.config.Settings()")
 stage("library, warm cache", "from app.core.knowledge.loading import load_library; lib = load_library(s.signatures_dir, cache=s.cache_dir)")

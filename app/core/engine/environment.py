@@ -10,9 +10,8 @@ the framework shown does not support.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
-
-import regex
 
 from app.core.engine.file_scan import FileScan, LineHit
 from app.core.engine.fill import fill
@@ -46,12 +45,12 @@ VERSIONED = (
 )
 
 # A version quoted in a requirement is not the one installed: "requires torch 2.1 or later".
-_QUOTED = regex.compile(
+_QUOTED = re.compile(
     r"(?i)requir|\bneed|upgrad|downgrad|\binstall|support|expect|compatib|at least|minimum|"
     r"or (?:later|higher|newer|above|greater)|[<>]=?|~=|\bbuild|compiled"  # ... or what something was built against
 )
 # "In PyTorch 2.6, we changed the default ...": a release named in prose, not the one running.
-_PROSE_BEFORE = regex.compile(r"(?i)\b(?:in|since|from|before|after|until|as of|prior to|starting with)\s*$")
+_PROSE_BEFORE = re.compile(r"(?i)\b(?:in|since|from|before|after|until|as of|prior to|starting with)\s*$")
 _GENERIC = frozenset({"torch", "package", "python"})  # patterns whose match may sit in prose
 
 _LAUNCHERS = (
@@ -81,7 +80,7 @@ def _package(name: str) -> str:
 
 def _cuda_of_local(torch: str) -> str | None:
     """The CUDA a PyTorch wheel was built for, from its local version: `+cu121` is 12.1."""
-    m = regex.search(r"\+cu(\d{2,3})\b", torch)
+    m = re.search(r"\+cu(\d{2,3})\b", torch)
     return f"{m[1][:-1]}.{m[1][-1]}" if m else None
 
 
@@ -163,7 +162,7 @@ def read_environment(library: Library, scans: Sequence[FileScan]) -> Environment
 
 def _normal(fact: str, value: str) -> str:
     if fact == "gpu":  # "NVIDIA A100-SXM4-80GB" and "A100 SXM4 80GB" name one model
-        bare: str = regex.sub(r"^(?:NVIDIA|Tesla)\s+", "", value, flags=regex.I)
+        bare: str = re.sub(r"^(?:NVIDIA|Tesla)\s+", "", value, flags=re.I)
         return "".join(bare.replace("-", " ").replace("_", " ").split()).lower()
     return value
 

@@ -7,16 +7,16 @@ reads naturally either way, and no `{name}` ever reaches a reader.
 
 from __future__ import annotations
 
-import regex
+import re
 
-PLACEHOLDER = regex.compile(r"\{([a-z][a-z0-9_]*)\}")
-OPTIONAL = regex.compile(r"\[\[(.*?)\]\]", regex.DOTALL)
+PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
 
 
 def fill(text: str, facts: dict[str, str]) -> str:
     """The text for one diagnosis: optional parts kept only when all their facts are known."""
 
-    def part(m: regex.Match[str]) -> str:
+    def part(m: re.Match[str]) -> str:
         return str(m[1]) if all(name in facts for name in PLACEHOLDER.findall(m[1])) else ""
 
     kept = OPTIONAL.sub(part, text)

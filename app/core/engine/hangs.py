@@ -19,11 +19,10 @@ sets and minima of what the scans picked, so never on the order of a job's files
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-
-import regex
 
 from app.core.engine.file_scan import FileScan, LineHit
 from app.core.engine.times import comparable, span
@@ -49,7 +48,7 @@ NAMED_FACT = "missing_rank"  # a waiting rank names the rank it waits for (monit
 LAUNCHER_FACT = "root_rank"  # the launcher's summary lists every failed rank of the job
 ENQUEUED, COMPLETED = "last_enqueued", "last_completed"
 
-_PROCESS_GROUP = regex.compile(r"\[PG (?:ID )?(\d+)\b")
+_PROCESS_GROUP = re.compile(r"\[PG (?:ID )?(\d+)\b")
 
 
 @dataclass(frozen=True, slots=True)

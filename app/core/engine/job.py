@@ -5,11 +5,10 @@ files were given, and the times and ranks lines take from the job as a whole.
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-
-import regex
 
 from app.core.engine.file_scan import FileScan
 from app.core.engine.times import year_resolver
@@ -20,9 +19,9 @@ from app.core.models import Line
 # is a host, not a rank). A lone file's trailing number is more often a run, an issue or a job
 # id ("run-2.log"), and Slurm's default output file is named for the job: "slurm-4242137.out",
 # "slurm-4242137_3.out" for a task of an array.
-_NAMED_RANK = regex.compile(r"rank[_-]?(\d{1,6})(?!\d)", regex.IGNORECASE)
-_TRAILING_NUMBER = regex.compile(r"[-_.](\d{1,6})$")
-_SLURM_OUTPUT = regex.compile(r"slurm-\d{1,12}(?:_\d{1,9})?\.(?:out|err)$", regex.IGNORECASE)
+_NAMED_RANK = re.compile(r"rank[_-]?(\d{1,6})(?!\d)", re.IGNORECASE)
+_TRAILING_NUMBER = re.compile(r"[-_.](\d{1,6})$")
+_SLURM_OUTPUT = re.compile(r"slurm-\d{1,12}(?:_\d{1,9})?\.(?:out|err)$", re.IGNORECASE)
 
 
 def rank_from_name(name: str | None, *, of_several: bool = True) -> int | None:

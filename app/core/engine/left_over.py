@@ -5,9 +5,8 @@ started the run.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
-
-import regex
 
 from app.core.engine.file_scan import FileScan
 from app.core.engine.found import ROOT_RANK_FACT, Found
@@ -23,7 +22,7 @@ from app.core.models import (
 MAX_UNEXPLAINED = 20
 
 
-_NORMALISE = regex.compile(r"0x[0-9a-fA-F]+|\d+")
+_NORMALISE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
 
 def unrecognised_start(candidates: Sequence[Candidate], lines: Sequence[Unexplained]) -> UnknownStart | None:

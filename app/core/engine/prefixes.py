@@ -7,19 +7,18 @@ from the start of the line until none applies. A new launcher is one entry.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-
-import regex
 
 from app.core.engine.times import Yearless
 
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
 
-def _iso(m: regex.Match[str]) -> datetime | None:
+def _iso(m: re.Match[str]) -> datetime | None:
     text = m["time"].replace(",", ".").replace("Z", "+00:00")
     if "." in text:  # fromisoformat wants at most 6 fraction digits
         head, _, frac = text.partition(".")
@@ -32,7 +31,7 @@ def _iso(m: regex.Match[str]) -> datetime | None:
     return parsed.replace(tzinfo=None) - (parsed.utcoffset() or _ZERO)
 
 
-def _glog(m: regex.Match[str]) -> datetime | None:
+def _glog(m: re.Match[str]) -> datetime | None:
     # glog has no year: the job lends it one (app.core.engine.times); until then it is Yearless,
     # comparable only with other year-less times. Read by hand: strptime costs more than
     # the rest of a line's parsing.
@@ -51,7 +50,7 @@ def _glog(m: regex.Match[str]) -> datetime | None:
         return None
 
 
-def _month_day(m: regex.Match[str]) -> datetime | None:
+def _month_day(m: re.Match[str]) -> datetime | None:
     # vLLM's logger: "08-19 13:12:57", no year (as glog).
     md, clock = m["md"], m["clock"]
     try:
@@ -60,7 +59,7 @@ def _month_day(m: regex.Match[str]) -> datetime | None:
         return None
 
 
-def _syslog(m: regex.Match[str]) -> datetime | None:
+def _syslog(m: re.Match[str]) -> datetime | None:
     clock = m["clock"]
     try:
         return Yearless.at(_MONTHS[m["mon"]], int(m["day"]), int(clock[:2]), int(clock[3:5]), int(clock[6:8]))
@@ -76,12 +75,12 @@ class PrefixRule:
     """One prefix: a pattern anchored at the current position and how to read its time."""
 
     name: str
-    pattern: regex.Pattern[str]
-    time: Callable[[regex.Match[str]], datetime | None] | None = None
+    pattern: re.Pattern[str]
+    time: Callable[[re.Match[str]], datetime | None] | None = None
 
 
-def _rule(name: str, pattern: str, time: Callable[[regex.Match[str]], datetime | None] | None = None) -> PrefixRule:
-    return PrefixRule(name, regex.compile(pattern), time)
+def _rule(name: str, pattern: str, time: Callable[[re.Match[str]], datetime | None] | None = None) -> PrefixRule:
+    return PrefixRule(name, re.compile(pattern), time)
 
 
 _ISO = r"(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)"
@@ -157,18 +156,18 @@ class Prefix:
 
 
 @cache
-def _any_rule(rules: tuple[PrefixRule, ...]) -> regex.Pattern[str]:
+def _any_rule(rules: tuple[PrefixRule, ...]) -> re.Pattern[str]:
     """One pattern that matches where any of the rules does (their group names made distinct).
 
     Most lines end their prefixes, or have none, where no rule applies: one match says so
     where trying each rule in turn costs a match per rule. None of them matches empty text.
     """
     branches = (rule.pattern.pattern.replace("(?P<", f"(?P<_{i}_") for i, rule in enumerate(rules))
-    return regex.compile("|".join(f"(?:{branch})" for branch in branches))
+    return re.compile("|".join(f"(?:{branch})" for branch in branches))
 
 
 @cache
-def _default_any() -> regex.Pattern[str]:
+def _default_any() -> re.Pattern[str]:
     return _any_rule(RULES)
 
 

@@ -22,7 +22,7 @@ from app.core.engine.locate import (
     piece_spans,
     progress_lines,
 )
-from app.core.engine.re2calls import TextMatch, search_text
+from app.core.engine.re2calls import TextMatch, find, search_text
 from app.core.engine.reader import Block, Chunk, count_newlines, make_line
 from app.core.knowledge.loading import Library
 from app.core.models import Line
@@ -129,7 +129,7 @@ class FileScanner:
             pieces = piece_hits(library.prefilter, probe.chunk.data)
             found: Iterable[int] = dict.fromkeys(idx for piece in pieces for idx in piece[2])
         else:
-            found = library.prefilter.Match(data) or ()  # RE2 releases the GIL while it scans
+            found = self._found(data)
         if view is not None:  # after the scan: numpy's first import overlaps the other thread's scan
             probe.newlines = count_newlines(view)
         wanted = []
@@ -145,8 +145,9 @@ class FileScanner:
                 probe.saturated.append(idx)
                 continue
             wanted.append(idx)
-        # Only what it costs depends on this (read and written by both threads, unlocked).
-        self.dense = len(wanted) >= NARROW_FROM
+        # Only what it costs depends on this (read and written by both threads, unlocked). A
+        # screened chunk is short: narrowing it would cost the Set it was screened to spare.
+        self.dense = len(wanted) >= NARROW_FROM and library.patterns.built
         if wanted:
             if probe.chunk is None:
                 assert isinstance(item, Block)
@@ -155,13 +156,23 @@ class FileScanner:
         probe.found.sort(key=lambda f: f[0])
         return probe
 
+    def _found(self, data: bytes | memoryview) -> Iterable[int]:
+        """The patterns that may hit in a chunk, as the Set says (RE2 releases the GIL while it
+        scans). A short chunk before the Set is built is screened by the patterns' atoms, and
+        each pattern left is searched alone: the same patterns, less the Set's superset."""
+        library = self.library
+        if isinstance(data, bytes) and library.patterns.screens(len(data)):
+            compiled = library.compiled
+            return [idx for idx in library.patterns.candidates(data) if find(compiled[idx], data) >= 0]
+        return library.prefilter.Match(data) or ()
+
     def _locate_wanted(self, probe: Probe, data: bytes, wanted: list[int], pieces: list[PieceHits] | None) -> None:
         """Locate the patterns a chunk needs, each up to what its file can still keep."""
         scan, library = self.scan, self.library
         # Many patterns to locate: the Set says in which pieces of the chunk each one is, so
         # each is searched there only, not over the whole chunk.
         spans: dict[int, list[tuple[int, int]]] = {}
-        if len(wanted) >= NARROW_FROM:
+        if len(wanted) >= NARROW_FROM and library.patterns.built:
             spans = piece_spans(pieces if pieces is not None else piece_hits(library.prefilter, data), wanted)
         for idx in wanted:
             hits = scan.hits.get(idx)

@@ -20,82 +20,24 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import re2
-import regex
 
-from app.core.engine.rewrites import frame_anchors, relaxed
 from app.core.knowledge import builtin, model_state
 from app.core.knowledge.compiled import Compiled
+from app.core.knowledge.engines import SCAN, compile_loose, compile_re2, compile_text, scan_pattern
 from app.core.knowledge.parse_cache import ParseCache, schema_fingerprint
 from app.core.knowledge.parsing import parse
 from app.core.knowledge.schema import Pattern, Signature
 from app.core.knowledge.scoring import Measured
-from app.core.knowledge.similar import SimilarIndex
+from app.core.knowledge.screen import Atoms, PatternSet, ascii_atoms, build_set
 from app.errors import Issue, LibraryError
 
 if TYPE_CHECKING:
-    pass
+    from app.core.knowledge.similar import SimilarIndex
 
 TAXONOMY_FILE = "taxonomy.yaml"  # the list of failure classes, beside the signature folders
 MEASURED_FILE = "measured.json"  # what `tracelore eval` measured per signature, beside them too
 
 PatternKind = Literal["fingerprint", "symptom", "near", "exclude", "error", "progress", "version"]
-
-
-def _re2_options(*, latin1: bool) -> Any:
-    options = re2.Options()
-    options.never_nl = True  # a pattern never spans two lines of a chunk
-    options.max_mem = 64 << 20
-    options.log_errors = False  # a bad pattern is reported as an issue, not on stderr
-    if latin1:
-        # Bytes as bytes, like `rg --no-unicode`: invalid UTF-8 in a log cannot hide a match.
-        options.encoding = re2.Options.Encoding.LATIN1
-    return options
-
-
-_SCAN = _re2_options(latin1=True)
-# The Set's automaton is built lazily, a state per new mix of partial matches: a log made of
-# failure lines of every kind needs about 80 MiB of states for 200 KB of distinct lines. With
-# 64 MiB they were thrown away and rebuilt over and over (about 5 us a byte); with room for
-# them a repeated line costs what a quiet one does. Only such logs fill it; it is one
-# automaton per process, shared by every scan.
-_SCAN.max_mem = 128 << 20
-_TEXT = _re2_options(latin1=False)
-# The raw engines only locate lines (groups are read on the decoded line): without
-# captures RE2 need not work out submatches on every hit.
-_LOCATE = _re2_options(latin1=True)
-_LOCATE.never_capture = True
-
-
-def _scan_pattern(pattern: str, *, relax: bool = False) -> bytes:
-    # (?m): ^ and $ work per line inside a chunk, as they do on a single line.
-    return ("(?m)" + (relaxed(pattern) if relax else frame_anchors(pattern))).encode("utf-8")
-
-
-def compile_re2(pattern: str) -> Any:
-    """Compile a pattern for RE2 (linear time) over raw log bytes, one line at a time."""
-    return re2.compile(_scan_pattern(pattern), _LOCATE)
-
-
-def compile_loose(pattern: str) -> tuple[Any, Any] | None:
-    """For a pattern with bounded repeats: the pattern with them opened and a Set of it alone.
-
-    RE2 takes up to 12 us to find where a match of `[^)]{0,300}` starts, against 2 us for
-    the opened pattern. The opened one (a superset) finds the next line that may hold a
-    match; the Set of the exact pattern says whether the line does, without finding where
-    (a forward scan, no backward one). None when the pattern has no bounded repeat.
-    """
-    exact, loose = _scan_pattern(pattern), _scan_pattern(pattern, relax=True)
-    if loose == exact:
-        return None
-    line = re2.Set.SearchSet(_LOCATE)
-    line.Add(exact)
-    line.Compile()
-    return re2.compile(loose, _LOCATE), line
-
-
-def compile_text(pattern: str) -> Any:
-    """Compile a pattern for RE2 over one decoded line (spans in characters)."""
-    return re2.compile(pattern, _TEXT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +61,7 @@ class Library:
     confirm: Compiled = field(repr=False)  # RE2 per regex, over a decoded line
     loose: Compiled = field(repr=False)  # per regex with bounded repeats: what finds its lines faster
     index: Mapping[str, int] = field(repr=False)  # regex -> engine index
-    prefilter: Any = field(repr=False)  # RE2 Set of all regexes, relaxed: which may hit in a chunk
+    patterns: PatternSet = field(repr=False)  # the RE2 Set of all regexes, relaxed, built when first needed
     paths: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
     # What the corpus measured per signature, for this very version of the library (else empty).
     measured: Mapping[str, Measured] = field(default_factory=lambda: MappingProxyType({}))
@@ -127,9 +69,16 @@ class Library:
     def __len__(self) -> int:
         return len(self.signatures)
 
+    @property
+    def prefilter(self) -> Any:
+        """The RE2 Set of every regex, relaxed: which may hit in a chunk (built on first use)."""
+        return self.patterns.get()
+
     @functools.cached_property
     def similar(self) -> SimilarIndex:
         """The entries' wording indexed once, to suggest the nearest to a line nothing recognised."""
+        from app.core.knowledge.similar import SimilarIndex  # here: most diagnoses recognise something
+
         return SimilarIndex.build(self.signatures.values())
 
     @functools.cached_property
@@ -175,7 +124,7 @@ def _set_problem(prefilter: Any, pattern: str) -> str | None:
     if _spans_lines(pattern):
         return _MULTILINE
     try:
-        prefilter.Add(_scan_pattern(pattern, relax=True))
+        prefilter.Add(scan_pattern(pattern, relax=True))
     except re2.error:
         engines = _compile_engines(pattern)
         return engines if isinstance(engines, str) else "not supported by the linear-time engine (RE2)"
@@ -184,6 +133,8 @@ def _set_problem(prefilter: Any, pattern: str) -> str | None:
 
 def pattern_problem(pattern: str) -> str | None:
     """Why a pattern cannot be used, or None: it must compile for RE2 and for `regex`."""
+    import regex  # here: a library read from the parse cache was validated when it was written
+
     if not _spans_lines(pattern):
         try:
             regex.compile(pattern)
@@ -237,18 +188,23 @@ def _compile(
     *,
     paths: Mapping[str, Path] | None,
     version: str,
+    atoms: Mapping[str, Atoms] | None = None,
 ) -> Library:
-    """The library of signatures given as (id, their patterns) in id order; raise on bad patterns."""
+    """The library of signatures given as (id, their patterns) in id order; raise on bad patterns.
+
+    With `atoms` (the parse cache's: its patterns compiled when it was written), the patterns
+    are not compiled again now, and the Set is built when a scan first needs it.
+    """
     order: dict[str, int] = {}
     users: list[list[Rule]] = []
     issues: list[Issue] = []
     entries: list[tuple[str, Rule]] = [(p, Rule(kind, None, name)) for kind, name, p in builtin.PATTERNS]
     for _, used in patterns:
         entries.extend(used)
-    prefilter = re2.Set.SearchSet(_SCAN)
+    checked = re2.Set.SearchSet(SCAN) if atoms is None else None
     for pattern, rule in entries:
         if pattern not in order:
-            problem = _set_problem(prefilter, pattern)  # once per distinct pattern
+            problem = _set_problem(checked, pattern) if checked is not None else None  # once per distinct pattern
             if problem:
                 path = (paths or {}).get(rule.signature or "", Path("<builtin>"))
                 issues.append(Issue(path, None, f"{rule.kind} {rule.name}: {problem}"))
@@ -264,7 +220,12 @@ def _compile(
     if issues:
         raise LibraryError(issues)
     regexes = tuple(order)
-    prefilter.Compile()
+    if checked is not None:
+        checked.Compile()
+
+    def build() -> Any:
+        return build_set([scan_pattern(p, relax=True) for p in regexes], SCAN)
+
     return Library(
         signatures=signatures,
         regexes=regexes,
@@ -274,7 +235,7 @@ def _compile(
         confirm=Compiled(regexes, compile_text),
         loose=Compiled(regexes, compile_loose),
         index=MappingProxyType(dict(order)),
-        prefilter=prefilter,
+        patterns=PatternSet(build, None if atoms is None else [atoms.get(p) for p in regexes], checked),
         paths=MappingProxyType(dict(paths or {})),
     )
 
@@ -301,12 +262,22 @@ def _cached(sig: Signature) -> tuple[str, str, tuple[tuple[str, str, str], ...],
     return sig.id, sig.layer, patterns, marshal.dumps(model_state.dump(sig))
 
 
+def _atoms(signatures: Iterable[Signature]) -> dict[str, Atoms]:
+    """Every pattern's atoms, as the screen compares them (worked out once, kept in the parse cache)."""
+    from app.core.selection.literals import atoms  # here: only a library being parsed needs it
+
+    found: dict[str, Atoms] = {p: None for _, _, p in builtin.PATTERNS}
+    for sig in signatures:
+        found.update((p, None) for p, _ in _signature_patterns(sig))
+    return {p: ascii_atoms(atoms(p)) for p in found}
+
+
 def _from_cache(cache: ParseCache, files: list[Path], root: Path) -> Library | None:
     """The library as the cache holds it: compiled from the kept patterns, each signature restored when used."""
     found = cache.load()
     if found is None or len(found[0]) != len(files):
         return None
-    data, version = found
+    data, version, atoms = found
     try:
         if any(_placement(path, root, sid, layer) for path, (sid, layer, _, _) in zip(files, data, strict=True)):
             return None
@@ -316,7 +287,7 @@ def _from_cache(cache: ParseCache, files: list[Path], root: Path) -> Library | N
     except (TypeError, ValueError):
         return None  # not what `_cached` wrote: parse again
     lazy = model_state.Restored(Signature, {sid: state for sid, _, _, state in rows})
-    return _compile(patterns, lazy, paths=paths, version=version)
+    return _compile(patterns, lazy, paths=paths, version=version, atoms=atoms)
 
 
 def _parse_cache(cache: Path, root: Path, files: list[Path]) -> ParseCache | None:
@@ -345,7 +316,7 @@ def _parse(
         return loaded, issues, None
     version = library_version(s for _, s in loaded)
     with contextlib.suppress(ValueError):  # a signature that is more than its fields is not kept
-        store.store([_cached(s) for _, s in loaded], version)
+        store.store([_cached(s) for _, s in loaded], version, _atoms(s for _, s in loaded))
     return loaded, issues, version
 
 

@@ -13,14 +13,16 @@ from typing import Any
 import pydantic
 import pydantic_core
 
-from app.core.knowledge import model_state, schema
+from app.core.knowledge import builtin, model_state, schema, screen
+from app.core.selection import literals
 
 
 @functools.cache
 def schema_fingerprint() -> str:
-    """What the kept signatures depend on besides their files: the schema, `model_state` and pydantic."""
+    """What the kept signatures depend on besides their files: the schema, `model_state` and
+    pydantic; and what the kept atoms depend on: the engine's own patterns and how atoms are found."""
     digest = hashlib.sha256(f"{model_state.FORMAT}\0{pydantic.VERSION}\0{pydantic_core.__version__}\0".encode())
-    for module in (schema.__file__, model_state.__file__):
+    for module in (schema.__file__, model_state.__file__, builtin.__file__, literals.__file__, screen.__file__):
         digest.update(Path(module or "").read_bytes())  # a missing source raises OSError: no cache
     return digest.hexdigest()
 
@@ -48,20 +50,23 @@ class ParseCache:
             digest.update(data)
         self.key = digest.hexdigest()
 
-    def load(self) -> tuple[list[Any], str] | None:
-        """The files' signatures (as stored) and the library's version, if the cache holds these very files."""
+    def load(self) -> tuple[list[Any], str, dict[str, Any]] | None:
+        """The files' signatures (as stored), the library's version and its patterns' atoms
+        (`screen.Atoms` by pattern), if the cache holds these very files."""
         try:
             payload = marshal.loads(self.file.read_bytes())
         except (OSError, ValueError, EOFError, TypeError):  # missing, damaged or another Python's
             return None
         if not isinstance(payload, dict) or payload.get("key") != self.key:
             return None
-        data, version = payload.get("data"), payload.get("version")
-        return (data, version) if isinstance(data, list) and isinstance(version, str) else None
+        data, version, atoms = payload.get("data"), payload.get("version"), payload.get("atoms")
+        if isinstance(data, list) and isinstance(version, str) and isinstance(atoms, dict):
+            return data, version, atoms
+        return None
 
-    def store(self, data: list[Any], version: str) -> None:
+    def store(self, data: list[Any], version: str, atoms: dict[str, Any]) -> None:
         try:
-            blob = marshal.dumps({"key": self.key, "version": version, "data": data})
+            blob = marshal.dumps({"key": self.key, "version": version, "data": data, "atoms": atoms})
         except ValueError:
             return  # a value marshal cannot hold (a YAML date, say): parse the files next time
         tmp = self.file.with_name(f"{self.file.name}.{secrets.token_hex(6)}.tmp")
