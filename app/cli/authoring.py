@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from app.cli.context import current
-from app.cli.logs import open_logs
+from app.cli.logs import open_logs, progress_line
 from app.cli.options import SIGNATURES
 from app.core.knowledge.authoring import AuthoringError, append_example, cut_excerpt, parse_range
 from app.core.knowledge.explain import explain, render_explanation
@@ -53,8 +53,8 @@ def explain_command(signature_id: str, logs: tuple[str, ...], signatures: Path |
     """
     library = current().library(signatures)
     try:
-        with open_logs(logs) as opened:
-            result = explain(opened, library, signature_id)
+        with open_logs(logs) as opened, progress_line() as shown:
+            result = explain(opened, library, signature_id, progress=shown)
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
     click.echo(render_explanation(result), nl=False)

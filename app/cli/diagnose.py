@@ -14,7 +14,7 @@ import click
 
 from app import __version__
 from app.cli.context import current, scan_threads
-from app.cli.logs import open_logs, written
+from app.cli.logs import open_logs, progress_line, written
 from app.cli.options import SIGNATURES
 from app.core.models import LIKELY, Diagnosis
 from app.core.rendering.registry import FORMATS, Links, render_report
@@ -72,22 +72,20 @@ def _remote(
     }
     # The browser's selection rules, as the server publishes them for its own library.
     spec = None if full else fetch_spec(server, api_key=api_key)
-    with open_logs(logs) as opened:
+    with open_logs(logs) as opened, progress_line() as shown:
         name, stream = opened[0]
         filename = Path(name or "log").name
+        blocks = shown.reading(name, iter(lambda: stream.read(4 << 20), b""))
         if full:
-            payload = stream.read()
+            payload = b"".join(blocks)
+            shown.clear()
             click.echo(f"Sending {name}: the whole log, {human_size(len(payload))}", err=True)
             return post_log(server, payload, filename=filename, **options)
         from app.core.selection.rules import prefilter_spec
         from app.core.selection.selector import select_evidence
 
         older = spec is None  # a server from before excerpts: same rules from the local library, sent as text
-        excerpt = select_evidence(
-            iter(lambda: stream.read(4 << 20), b""),
-            spec or prefilter_spec(current().library(signatures)),
-            threads=scan_threads(),
-        )
+        excerpt = select_evidence(blocks, spec or prefilter_spec(current().library(signatures)), threads=scan_threads())
     kept = sum(len(text.encode("utf-8", errors="replace")) + 1 for _, text in excerpt.lines)
     click.echo(
         f"Sending the evidence of {name}: kept {len(excerpt.lines):,} of {excerpt.total_lines:,} lines, "
@@ -182,8 +180,10 @@ def diagnose(
             from app.core.engine.diagnose import diagnose_many
 
             library = current().library(signatures)
-            with open_logs(logs) as opened:
-                result = diagnose_many(opened, library, top=top, threads=scan_threads(), written=written(logs))
+            with open_logs(logs) as opened, progress_line() as shown:
+                result = diagnose_many(
+                    opened, library, top=top, threads=scan_threads(), written=written(logs), progress=shown
+                )
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
         raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
     links = base_url if base_url is not None else (server or current().settings.base_url)

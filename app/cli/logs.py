@@ -8,7 +8,7 @@ import gzip
 import io
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TextIO
@@ -59,41 +59,45 @@ class _Joined(io.RawIOBase):
         return len(data)
 
 
-class _Progress(io.RawIOBase):
-    """Counts the bytes read from a stream and shows them, with the rate, on a terminal."""
+class ProgressLine:
+    """A line on a terminal saying how much of a large log has been read, and how fast.
 
-    def __init__(self, stream: BinaryIO, name: str, out: TextIO) -> None:
-        self.stream, self.name, self.out = stream, name, out
-        self.read_bytes = 0
+    Called with a log's name and its bytes read (scanned) so far; says nothing below
+    PROGRESS_FROM bytes, nor more often than every PROGRESS_EVERY seconds, nor anywhere
+    but on a terminal.
+    """
+
+    def __init__(self, out: TextIO | None) -> None:
+        self.out = out
+        self.name: str | None = None
         self.started = time.monotonic()
         self.shown_at = 0.0
         self.shown = False
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: WriteableBuffer, /) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.stream.read(len(view))
-        view[: len(data)] = data
-        self.read_bytes += len(data)
+    def __call__(self, name: str | None, done: int) -> None:
+        if self.out is None:
+            return
         now = time.monotonic()
-        if self.read_bytes >= PROGRESS_FROM and now - self.shown_at >= PROGRESS_EVERY:
+        if name != self.name:  # the next log: its rate counts from here
+            self.name, self.started = name, now
+        if done >= PROGRESS_FROM and now - self.shown_at >= PROGRESS_EVERY:
             self.shown_at = now
-            self._show(now)
-        if not data:
-            self.clear()
-        return len(data)
+            rate = done / max(now - self.started, 1e-3)
+            self.out.write(f"\r\x1b[Kreading {name or 'the log'}: {_size(done)} ({_size(rate)}/s)")
+            self.out.flush()
+            self.shown = True
 
-    def _show(self, now: float) -> None:
-        rate = self.read_bytes / max(now - self.started, 1e-3)
-        self.out.write(f"\r\x1b[Kreading {self.name}: {_size(self.read_bytes)} ({_size(rate)}/s)")
-        self.out.flush()
-        self.shown = True
+    def reading(self, name: str | None, blocks: Iterable[bytes]) -> Iterator[bytes]:
+        """The blocks, told as they are read."""
+        done = 0
+        for block in blocks:
+            done += len(block)
+            self(name, done)
+            yield block
 
     def clear(self) -> None:
         """Take the progress line away, so the report starts on a clean line."""
-        if self.shown:
+        if self.out is not None and self.shown:
             self.out.write("\r\x1b[K")
             self.out.flush()
             self.shown = False
@@ -106,18 +110,34 @@ def _size(n: float) -> str:
     return f"{int(n)} bytes"
 
 
-def open_log(name: str, stream: BinaryIO, *, progress: TextIO | None = None) -> BinaryIO:
+def _rewinds(stream: BinaryIO) -> bool:
+    """Whether a stream can be read again from where it is (a regular file, not a pipe)."""
+    try:
+        return stream.seekable()
+    except (OSError, ValueError):
+        return False
+
+
+def open_log(stream: BinaryIO) -> BinaryIO:
     """A log ready to diagnose: gunzipped when it starts with gzip's magic, refused (NotText) when
-    it is not text, and shown on `progress` (a terminal) while it is read."""
-    if progress is not None:
-        stream = io.BufferedReader(_Progress(stream, name, progress), buffer_size=1 << 20)
+    it is not text.
+
+    A stream that can be read again from where it was (a regular file, standard input from one)
+    is handed back itself, rewound, once its first bytes are judged: the engine maps a file
+    instead of reading it through copies (a 1 GB log took twice as long).
+    """
+    at = stream.tell() if _rewinds(stream) else None
     head = _read_up_to(stream, SNIFF)
     if head.startswith(GZIP_MAGIC):
         # assignment: GzipFile is a binary file but not a BinaryIO in typeshed.
         unzipped: BinaryIO = gzip.GzipFile(fileobj=io.BufferedReader(_Joined(head, stream)), mode="rb")  # type: ignore[assignment]
         head = _read_up_to(unzipped, SNIFF)
-        stream = unzipped
+        check_text(head)
+        return io.BufferedReader(_Joined(head, unzipped), buffer_size=1 << 20)
     check_text(head)
+    if at is not None:
+        stream.seek(at)
+        return stream
     return io.BufferedReader(_Joined(head, stream), buffer_size=1 << 20)
 
 
@@ -129,7 +149,6 @@ def terminal() -> TextIO | None:
 @contextlib.contextmanager
 def open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, BinaryIO]]]:
     """The logs, each gunzipped when it is gzip (standard input too) and refused when it is not text."""
-    progress = terminal()
     with contextlib.ExitStack() as stack:
         opened: list[tuple[str | None, BinaryIO]] = []
         for p in paths:
@@ -145,14 +164,20 @@ def open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, BinaryI
                     raise click.UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
                 name = p
             try:
-                opened.append((name, open_log(name, stream, progress=progress)))
+                opened.append((name, open_log(stream)))
             except NotText as exc:
                 raise click.UsageError(f"{name}: {exc.detail}") from None
-        try:
-            yield opened
-        finally:
-            if progress is not None:
-                progress.write("\r\x1b[K")  # no progress line left under the report
+        yield opened
+
+
+@contextlib.contextmanager
+def progress_line() -> Iterator[ProgressLine]:
+    """A progress line on standard error when it is a terminal, taken away at the end."""
+    shown = ProgressLine(terminal())
+    try:
+        yield shown
+    finally:
+        shown.clear()  # no progress line left under the report
 
 
 def written(paths: tuple[str, ...]) -> datetime | None:

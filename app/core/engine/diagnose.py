@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from app.core.engine.environment import VERSIONED, read_environment, versions_of
@@ -27,6 +28,8 @@ from app.core.models import (
 from app.core.redaction.redactor import DEFAULT, Redactor, count_placeholders
 from app.errors import EmptyLog
 
+Progress = Callable[[str | None, int], None]  # a source's name, its bytes scanned so far
+
 
 def scan_sources(
     sources: Sequence[tuple[str | None, Source]],
@@ -34,13 +37,18 @@ def scan_sources(
     *,
     redactor: Redactor = DEFAULT,
     threads: int = 2,
+    progress: Progress | None = None,
 ) -> list[FileScan]:
-    """One pass of the library over each source (file names and picked-out lines redacted)."""
+    """One pass of the library over each source (file names and picked-out lines redacted).
+
+    `progress` is told each source's name and the bytes of it scanned so far, as they grow.
+    """
     scans = []
     for i, (name, source) in enumerate(sources):
         shown = redactor.line(name).text if name else name
         chunks = iter_blocks(source, file=shown)
-        scans.append(scan_file(library, chunks, name=shown, index=i, redactor=redactor, threads=threads))
+        told = None if progress is None else functools.partial(progress, name)
+        scans.append(scan_file(library, chunks, name=shown, index=i, redactor=redactor, threads=threads, progress=told))
     return scans
 
 
@@ -78,9 +86,10 @@ def diagnose_many(
     redactor: Redactor = DEFAULT,
     threads: int = 2,
     written: datetime | None = None,
+    progress: Progress | None = None,
 ) -> Diagnosis:
-    """Diagnose the logs of one job (e.g. one file per rank) as a whole."""
-    scans = scan_sources(sources, library, redactor=redactor, threads=threads)
+    """Diagnose the logs of one job (e.g. one file per rank) as a whole (`progress`: as `scan_sources`)."""
+    scans = scan_sources(sources, library, redactor=redactor, threads=threads, progress=progress)
     if not any(s.bytes for s in scans) or all(s.blank for s in scans):
         raise EmptyLog("the log is empty: there is nothing to diagnose")
     return assemble(scans, library, top=top, written=written)

@@ -24,7 +24,7 @@ locating hits in bytes (app/core/engine/locate.py) and what a file's scan holds
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice
 from typing import TYPE_CHECKING
 
@@ -47,18 +47,26 @@ def scan_file(
     index: int,
     threads: int = 2,
     redactor: Redactor = DEFAULT,
+    progress: Callable[[int], None] | None = None,
 ) -> FileScan:
     """Run every pattern of the library over one file's chunks in one pass.
 
     With threads > 1, chunks are probed in parallel (RE2 scans without the GIL) and
     recorded in order, a bounded number in flight: memory stays a few chunks.
+    `progress` is told the bytes scanned so far after each chunk.
     """
     scanner = FileScanner(library, FileScan(name=name, index=index), redactor)
+
+    def apply(probe: Probe) -> None:
+        scanner.apply(probe)
+        if progress is not None:
+            progress(scanner.scan.bytes)
+
     chunks = iter(chunks)
     first = list(islice(chunks, 2))
     if threads <= 1 or len(first) < 2:  # a log of one chunk (most requests): no pool to start
         for chunk in chain(first, chunks):
-            scanner.apply(scanner.probe(chunk))
+            apply(scanner.probe(chunk))
         return scanner.finish()
     from concurrent.futures import ThreadPoolExecutor  # here: it brings `logging`, which a small log never needs
 
@@ -67,9 +75,9 @@ def scan_file(
         for chunk in chain(first, chunks):
             pending.append(pool.submit(scanner.probe, chunk))
             if len(pending) > 2 * threads:
-                scanner.apply(pending.popleft().result())
+                apply(pending.popleft().result())
         while pending:
-            scanner.apply(pending.popleft().result())
+            apply(pending.popleft().result())
     return scanner.finish()
 
 

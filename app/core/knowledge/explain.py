@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from app.core.engine.diagnose import scan_sources
+from app.core.engine.diagnose import Progress, scan_sources
 from app.core.engine.environment import read_environment, versions_of
 from app.core.engine.file_scan import FileScan
 from app.core.engine.ranker import _Judge, find_signatures, rank_found
@@ -59,14 +59,20 @@ class Explanation:
     files: list[str]
 
 
-def explain(sources: Sequence[tuple[str | None, Source]], library: Library, signature_id: str) -> Explanation:
-    """Explain what one signature made of the logs of one job."""
+def explain(
+    sources: Sequence[tuple[str | None, Source]],
+    library: Library,
+    signature_id: str,
+    *,
+    progress: Progress | None = None,
+) -> Explanation:
+    """Explain what one signature made of the logs of one job (`progress`: as `scan_sources`)."""
     sig = library.signatures.get(signature_id)
     if sig is None:
         close = sorted(i for i in library.signatures if signature_id.split(".")[-1] in i)[:5]
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise NotFound(f"no signature {signature_id!r} in the library{hint}")
-    scans = scan_sources(sources, library)
+    scans = scan_sources(sources, library, progress=progress)
     found, rejected = find_signatures(library, scans, versions_of(read_environment(library, scans)))
     candidates = rank_found(found, scans)
     candidate = next((c for c in candidates if c.id == sig.id), None)
