@@ -104,6 +104,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.state.engine = make_engine(settings.effective_database_url)
     app.state.sessionmaker = make_sessionmaker(app.state.engine)
     app.state.library = library or load_library(settings.signatures_dir, cache=settings.cache_dir)
+    app.state.library.patterns.get()  # the Set of every pattern built now, not in some request
     app.state.metrics = Metrics()
     app.state.threads = thread_policy(settings)
     app.state.gate = Gate(
