@@ -13,17 +13,31 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, cast
 
-from sqlalchemy import Date, Integer, String, Table, bindparam, delete, func, literal, select, update
+from sqlalchemy import Connection, Date, Integer, String, Table, bindparam, delete, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.store.tables import QuotaUsageRow
 
+# The counter of one subject on one day, with bound parameters: built once (the ORM's cache key of a
+# freshly built SELECT cost more than running it).
+_USED = select(QuotaUsageRow.used).where(
+    QuotaUsageRow.subject == bindparam("subject", type_=String), QuotaUsageRow.day == bindparam("day", type_=Date)
+)
 
-def consume(session: Session, *, subject: str, tier: str, day: date, limit: int) -> int | None:
-    """Count one diagnosis if the allowance has room: the new count, or None when it is spent."""
+
+def dialect_name(db: Session | Connection) -> str:
+    """The database's dialect name ("sqlite", "postgresql") of a session or a connection."""
+    return db.dialect.name if isinstance(db, Connection) else db.get_bind().dialect.name
+
+
+def consume(db: Session | Connection, *, subject: str, tier: str, day: date, limit: int) -> int | None:
+    """Count one diagnosis if the allowance has room: the new count, or None when it is spent.
+
+    `db` is a session or a plain connection (the request path uses one: no unit of work to keep).
+    """
     values = {"subject": subject, "day": day, "tier": tier, "limit": limit}
-    row = session.execute(_consume_statement(session.get_bind().dialect.name), values).first()
+    row = db.execute(_consume_statement(dialect_name(db)), values).first()
     return None if row is None else int(row[0])
 
 
@@ -53,9 +67,9 @@ def refund(session: Session, *, subject: str, day: date) -> None:
     )
 
 
-def used(session: Session, *, subject: str, day: date) -> int:
-    """Diagnoses counted for a subject on a day."""
-    value = session.scalar(select(QuotaUsageRow.used).where(QuotaUsageRow.subject == subject, QuotaUsageRow.day == day))
+def used(db: Session | Connection, *, subject: str, day: date) -> int:
+    """Diagnoses counted for a subject on a day (`db`: a session or a plain connection)."""
+    value = db.scalar(_USED, {"subject": subject, "day": day})
     return int(value or 0)
 
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import cast
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
-from sqlalchemy import Table, delete, func, insert, select
+from sqlalchemy import Connection, Table, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.core.models import Window
@@ -19,6 +19,7 @@ from app.store.learning import record_learning
 from app.store.tables import DiagnosisRow
 
 _WINDOWS = TypeAdapter(list[Window])
+_INSERT = insert(cast(Table, DiagnosisRow.__table__))  # built once: every stored diagnosis runs it
 
 
 def new_id() -> str:
@@ -57,16 +58,17 @@ def _record(row: DiagnosisRow) -> StoredDiagnosis:
 
 
 def save_diagnosis(
-    session: Session, kept: StoredDiagnosis, *, subject: str, tier: str, created_at: datetime
+    session: Session | Connection, kept: StoredDiagnosis, *, subject: str, tier: str, created_at: datetime
 ) -> StoredDiagnosis:
     """Add a diagnosis and what is kept of its log to the session (flushed, not committed); return it as stored.
 
-    The returned diagnosis carries a fresh delete token; only its hash is stored.
+    `session` may be a plain connection in a transaction (the request path uses one). The returned
+    diagnosis carries a fresh delete token; only its hash is stored.
     """
     token = new_delete_token()
     diagnosis_id = new_id()
     session.execute(
-        insert(cast(Table, DiagnosisRow.__table__)),
+        _INSERT,
         [
             {
                 "id": diagnosis_id,

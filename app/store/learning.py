@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Table, delete, func, insert, select
+from sqlalchemy import ColumnElement, Connection, Table, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.core.knowledge.unknowns import unknown_lines
@@ -23,9 +23,18 @@ from app.store.tables import DiagnosisFailureRow, EntryStatRow, UnknownLineRow, 
 
 MEMBERS_SHOWN = 5  # member diagnoses a cluster lists
 
+# Built once: every stored diagnosis runs them.
+_INSERT_UNKNOWN = insert(cast(Table, UnknownLineRow.__table__))
+_INSERT_NAMED = insert(cast(Table, DiagnosisFailureRow.__table__))
 
-def record_learning(session: Session, diagnosis_id: str, diagnosis: Diagnosis, created_at: datetime) -> None:
-    """Keep what a just-saved diagnosis teaches: its unknown lines and the failures it named."""
+
+def record_learning(
+    session: Session | Connection, diagnosis_id: str, diagnosis: Diagnosis, created_at: datetime
+) -> None:
+    """Keep what a just-saved diagnosis teaches: its unknown lines and the failures it named.
+
+    `session` may be a plain connection (the request path's transaction uses one).
+    """
     unknown = [
         {
             "diagnosis_id": diagnosis_id,
@@ -50,9 +59,9 @@ def record_learning(session: Session, diagnosis_id: str, diagnosis: Diagnosis, c
             }
     # Plain INSERTs of many rows at once: the unit of work's bookkeeping was most of the insert's cost.
     if unknown:
-        session.execute(insert(cast(Table, UnknownLineRow.__table__)), unknown)
+        session.execute(_INSERT_UNKNOWN, unknown)
     if named:
-        session.execute(insert(cast(Table, DiagnosisFailureRow.__table__)), list(named.values()))
+        session.execute(_INSERT_NAMED, list(named.values()))
 
 
 def _aware(value: datetime) -> datetime:

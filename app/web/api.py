@@ -21,10 +21,11 @@ from app.errors import Forbidden, NotFound, NotReady, Unauthorized
 from app.quota.tiers import Usage
 from app.store.diagnoses import get_diagnosis, get_log, save_diagnosis
 from app.web import quota
-from app.web.deps import LibraryDep, MetricsDep, SessionDep, Sessions, SessionsDep, SettingsDep, Subject, SubjectDep
+from app.web.deps import LibraryDep, MetricsDep, SessionDep, Sessions, SettingsDep, Subject, SubjectDep
 from app.web.problems import PROBLEM_JSON
 from app.web.schemas import SignatureEntry, SignatureSummary, Status
 from app.web.service import run_keep
+from app.web.sessions import engine_of, sessions_of
 from app.web.upload import read_upload
 
 router = APIRouter()
@@ -86,7 +87,19 @@ def diagnosis_url(request: Request, route: str, diagnosis_id: str) -> str:
     url_for tries every route of the app in turn; the path of a diagnosis route never changes.
     """
     path: str = request.app.state.diagnosis_paths[route]
-    return str(URLPath(path.replace(DIAGNOSIS_ID, diagnosis_id)).make_absolute_url(request.base_url))
+    return absolute_url(request, path.replace(DIAGNOSIS_ID, diagnosis_id))
+
+
+def absolute_url(request: Request, path: str) -> str:
+    """`str(URLPath(path).make_absolute_url(request.base_url))` for a path without a host, as a string.
+
+    The same scheme, host and root path, joined without the URL objects starlette builds and parses
+    again on the way (a tenth of a stored diagnosis's event-loop time for its two addresses).
+    """
+    base = request.base_url
+    if not base.netloc:  # no Host header and no server address: starlette's relative form
+        return str(URLPath(path).make_absolute_url(base))
+    return f"{base.scheme}://{base.netloc}{base.path.rstrip('/')}{path}"
 
 
 def diagnosis_paths(app: FastAPI) -> dict[str, str]:
@@ -172,10 +185,11 @@ def save_committed(
     counted that was not stored. Nothing else runs between the first write and the COMMIT, so
     the database's write lock is held for two statements (SQLite has one for the whole file).
     """
-    with sessions.begin() as session:
-        record = save_diagnosis(session, kept, subject=subject.id, tier=subject.tier, created_at=datetime.now(UTC))
+    # A plain connection: the statements are Core inserts and an upsert, with no ORM object for a session to track.
+    with engine_of(sessions).begin() as conn:
+        record = save_diagnosis(conn, kept, subject=subject.id, tier=subject.tier, created_at=datetime.now(UTC))
         # Counted last: on PostgreSQL the subject's counter row stays locked until the commit.
-        usage = quota.count(session, request, subject)
+        usage = quota.count(conn, request, subject)
     return record, usage
 
 
@@ -197,21 +211,21 @@ def save_committed(
 )
 async def create_diagnosis(
     request: Request,
-    settings: SettingsDep,
-    library: LibraryDep,
-    metrics: MetricsDep,
-    sessions: SessionsDep,
     subject: SubjectDep,
     store: Annotated[bool | None, Query(description="keep a permalink (default true)")] = None,
     top: Annotated[int | None, Query(ge=1, le=100, description="at most this many candidates")] = None,
 ) -> Response:
     """Diagnose a log; with `store` (the default) keep it and return its permalink."""
+    # The app's settings, library, metrics and sessions read here, not as dependencies: FastAPI
+    # solving one costs more than the lookup it wraps, and this is the route that is called most.
+    state = request.app.state
+    settings: Settings = state.settings
     record, usage = await diagnose_request(
         request,
         settings=settings,
-        library=library,
-        metrics=metrics,
-        sessions=sessions,
+        library=state.library,
+        metrics=state.metrics,
+        sessions=sessions_of(request),
         top=top,
         subject=subject,
         store=store,

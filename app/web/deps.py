@@ -51,12 +51,14 @@ def get_session(sessions: Annotated[Sessions, Depends(get_sessions)]) -> Iterato
         yield session
 
 
-async def get_subject(request: Request, sessions: Annotated[Sessions, Depends(get_sessions)]) -> Subject:
+async def get_subject(request: Request) -> Subject:
     """The caller: an account (API key or session cookie) or an anonymous client address.
 
     An anonymous caller is a keyed hash of the client address, worked out here on the event
     loop; a caller whose key or session needs the database is looked up in a worker thread.
+    The session factory is read here, not taken as a sub-dependency (solving one costs more than this).
     """
+    sessions = sessions_of(request)
     if needs_database(request):
         return await run_in_threadpool(resolve_subject, request, sessions)
     return resolve_subject(request, sessions)

@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -22,6 +23,7 @@ from app.quota import counters
 from app.quota.tiers import Tier, Usage, next_tier, spent_message, utc_day
 from app.web.deps import Sessions, SessionsDep, SubjectDep
 from app.web.identity import Subject, clock
+from app.web.sessions import engine_of
 
 log = logging.getLogger("tracelore")
 
@@ -44,8 +46,9 @@ def usage_now(request: Request, sessions: Sessions, subject: Subject) -> Usage:
     """Where a subject stands today (blocking)."""
     now = clock(request)
     try:
-        with sessions.begin() as session:
-            used = counters.used(session, subject=subject.id, day=utc_day(now))
+        # One SELECT on a plain connection: a session's unit of work would cost more than the query.
+        with engine_of(sessions).connect() as conn:
+            used = counters.used(conn, subject=subject.id, day=utc_day(now))
     except SQLAlchemyError as exc:
         raise _unreachable(exc) from None
     return Usage(tier=tier_of(request, subject), used=used, now=now)
@@ -85,7 +88,7 @@ async def admit(request: Request, sessions: Sessions, subject: Subject) -> Usage
     return usage
 
 
-def count(session: Session, request: Request, subject: Subject) -> Usage:
+def count(session: Session | Connection, request: Request, subject: Subject) -> Usage:
     """Count one diagnosis in the caller's transaction (blocking); raise the 429 if the allowance is spent.
 
     Run it in the transaction that stores the diagnosis, so both commit or neither; the answer

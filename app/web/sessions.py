@@ -8,6 +8,7 @@ calls `sessions_of` itself.
 from __future__ import annotations
 
 from fastapi import Request
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 Sessions = sessionmaker[Session]
@@ -17,3 +18,9 @@ def sessions_of(request: Request) -> Sessions:
     """The session factory create_app made for this request's app."""
     sessions: Sessions = request.app.state.sessionmaker
     return sessions
+
+
+def engine_of(sessions: Sessions) -> Engine:
+    """The engine a session factory binds, for the request path's plain-connection statements."""
+    engine: Engine = sessions.kw["bind"]
+    return engine
