@@ -266,10 +266,9 @@ def _atoms(signatures: Iterable[Signature]) -> dict[str, Atoms]:
     """Every pattern's atoms, as the screen compares them (worked out once, kept in the parse cache)."""
     from app.core.selection.literals import atoms  # here: only a library being parsed needs it
 
-    found: dict[str, Atoms] = {p: None for _, _, p in builtin.PATTERNS}
-    for sig in signatures:
-        found.update((p, None) for p, _ in _signature_patterns(sig))
-    return {p: ascii_atoms(atoms(p)) for p in found}
+    patterns = [p for _, _, p in builtin.PATTERNS]
+    patterns += [p for sig in signatures for p, _ in _signature_patterns(sig)]
+    return {p: ascii_atoms(atoms(p)) for p in dict.fromkeys(patterns)}  # each distinct pattern once
 
 
 def _from_cache(cache: ParseCache, files: list[Path], root: Path) -> Library | None:
