@@ -66,7 +66,7 @@ IndexError: Caught IndexError in DataLoader worker process 0.
 Original Traceback (most recent call last):
   File "/usr/lib/python3/site-packages/torch/utils/data/_utils/fetch.py", line 52, in fetch
     data = [self.dataset[idx] for idx in possibly_batched_index]
-  File "/work/data.py", line 31, in __getitem__
+  File "/home/user/project/data.py", line 31, in __getitem__
 {frames}
 """
 EMBEDDING = """\
