@@ -16,6 +16,7 @@ from app.quota.counters import purge_usage
 from app.quota.tiers import utc_day
 from app.store.accounts import purge_login_tokens
 from app.store.diagnoses import purge_expired
+from app.store.summary import BATCH, forget_days
 
 log = logging.getLogger("tracelore")
 
@@ -33,13 +34,28 @@ class Purged:
     login_tokens: int = 0
 
 
-def purge_once(make_session: sessionmaker[Session], settings: Settings, *, now: datetime | None = None) -> Purged:
-    """Delete diagnoses older than the retention time (none when kept forever), old counters and spent links."""
+def purge_once(
+    make_session: sessionmaker[Session], settings: Settings, *, now: datetime | None = None, batch: int = BATCH
+) -> Purged:
+    """Delete diagnoses older than the retention time (none when kept forever), old counters and spent links.
+
+    Diagnoses go `batch` at a time, each batch in its own transaction: a purge stopped half-way
+    (a process killed) keeps what it deleted, and the next purge deletes the rest. Deleting what
+    is gone already deletes nothing, so two purges at once do no harm either.
+    """
     now = now or datetime.now(UTC)
+    diagnoses = 0
+    if settings.retention_days:
+        before = now - timedelta(days=settings.retention_days)
+        while True:
+            with make_session.begin() as session:
+                done = purge_expired(session, before=before, limit=batch)
+            diagnoses += done
+            if done < batch:
+                break
+        with make_session.begin() as session:
+            forget_days(session, before=before.astimezone(UTC).date())
     with make_session.begin() as session:
-        diagnoses = 0
-        if settings.retention_days:
-            diagnoses = purge_expired(session, before=now - timedelta(days=settings.retention_days))
         counters = purge_usage(session, before=utc_day(now) - timedelta(days=COUNTER_DAYS - 1))
         tokens = purge_login_tokens(session, now=now)
     return Purged(diagnoses, counters, tokens)

@@ -7,6 +7,7 @@ from sqlalchemy import Connection, text
 
 from app.config import Settings
 from app.store.db import make_engine
+from app.store.migrate import ours
 from app.store.tables import Base
 
 config = context.config
@@ -27,7 +28,7 @@ def run_offline() -> None:
 
 def _migrate(conn: Connection) -> None:
     # render_as_batch: SQLite cannot ALTER most things; batch mode copies the table instead.
-    context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
+    context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True, include_name=ours)
     with context.begin_transaction():
         if conn.dialect.name == "postgresql":
             # DDL is transactional on PostgreSQL: the second instance waits, then finds nothing to do.

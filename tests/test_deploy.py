@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
 import re
 import shlex
@@ -10,7 +12,9 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import yaml
 
 from app.config import Settings
@@ -30,15 +34,57 @@ def test_dockerfile_is_multi_stage_non_root_with_a_healthcheck() -> None:
     assert set(re.findall(r"TRACELORE_[A-Z_]+", text)) <= known
 
 
-def test_compose_runs_the_app_on_postgresql() -> None:
-    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
-    app = compose["services"]["app"]
-    assert app["environment"]["TRACELORE_DATABASE_URL"].startswith("postgresql://")
-    assert app["depends_on"]["db"]["condition"] == "service_healthy"
+def _compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((REPO / "compose.yaml").read_text())
+    return loaded
+
+
+def test_compose_runs_two_instances_on_postgresql_behind_a_proxy_they_alone_trust() -> None:
+    compose = _compose()
+    services = compose["services"]
+    apps = {name: s for name, s in services.items() if s.get("build") == "."}
+    assert len(apps) >= 2
+    proxy = services["proxy"]
+    assert proxy["image"].startswith("caddy:") and proxy["volumes"] == ["./deploy/Caddyfile:/etc/caddy/Caddyfile:ro"]
+    assert proxy["environment"]["TRACELORE_UPSTREAMS"].split() == [f"{name}:8000" for name in apps]
+    proxy_address = proxy["networks"]["backend"]["ipv4_address"]
     assert compose["services"]["db"]["image"].startswith("postgres:")
-    assert Settings(database_url=app["environment"]["TRACELORE_DATABASE_URL"]).database_url.startswith(
-        "postgresql+psycopg://"
-    )
+    for app in apps.values():
+        env = app["environment"]
+        assert env["TRACELORE_DATABASE_URL"].startswith("postgresql://")
+        assert Settings(database_url=env["TRACELORE_DATABASE_URL"]).database_url.startswith("postgresql+psycopg://")
+        assert app["depends_on"]["db"]["condition"] == "service_healthy"
+        assert env["TRACELORE_FORWARDED_ALLOW_IPS"] == proxy_address  # the proxy alone
+        assert "ports" not in app  # reached through the proxy only
+    known = {f"TRACELORE_{name.upper()}" for name in Settings.model_fields}
+    assert {k for app in apps.values() for k in app["environment"]} <= known
+
+
+def test_compose_file_is_valid() -> None:
+    """`docker compose config` where Docker Compose is installed; the Compose Specification's JSON schema always."""
+    has_compose = shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True)
+    if has_compose and has_compose.returncode == 0:
+        subprocess.run(["docker", "compose", "-f", str(REPO / "compose.yaml"), "config", "-q"], check=True)
+    schema = json.loads((REPO / "tests" / "data" / "compose-spec.json").read_text())
+    jsonschema.Draft7Validator(schema).validate(_compose())  # the draft its $schema names
+
+
+def test_the_cluster_test_runs_the_compose_topology() -> None:
+    """tests/web/test_cluster.py starts the proxy with the very Caddyfile compose mounts, before as many instances."""
+    from bench.cluster import CADDYFILE, cluster
+
+    assert CADDYFILE == REPO / "deploy" / "Caddyfile"
+    apps = [name for name, s in _compose()["services"].items() if s.get("build") == "."]
+    assert inspect.signature(cluster).parameters["instances"].default == len(apps)
+    if shutil.which("caddy"):
+        env = {**os.environ, "TRACELORE_UPSTREAMS": "127.0.0.1:1 127.0.0.1:2"}
+        run = subprocess.run(
+            ["caddy", "validate", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stderr
 
 
 def test_the_image_installs_locked_versions_of_every_runtime_dependency() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    # Named by process in pg_stat_activity, so an operator (or a test) sees which process holds what.
+    return create_engine(url, pool_pre_ping=True, connect_args={"application_name": f"tracelore {os.getpid()}"})
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.core.models import Window
 from app.core.stored import StoredDiagnosis
 from app.store.learning import record_learning
+from app.store.summary import uncount
 from app.store.tables import DiagnosisRow
 
 _WINDOWS = TypeAdapter(list[Window])
@@ -132,14 +133,20 @@ def may_delete(session: Session, diagnosis_id: str, *, token: str | None, subjec
 
 
 def delete_diagnosis(session: Session, diagnosis_id: str) -> bool:
-    """Delete one diagnosis (and its kept log); whether it existed."""
+    """Delete one diagnosis (and its kept log, and its part of the entry statistics); whether it existed."""
+    uncount(session, [diagnosis_id])
     result = session.execute(delete(DiagnosisRow).where(DiagnosisRow.id == diagnosis_id))
     return bool(getattr(result, "rowcount", 0))
 
 
-def purge_expired(session: Session, *, before: datetime) -> int:
-    """Delete diagnoses created before a time; return how many."""
-    result = session.execute(delete(DiagnosisRow).where(DiagnosisRow.created_at < before))
+def purge_expired(session: Session, *, before: datetime, limit: int | None = None) -> int:
+    """Delete diagnoses created before a time (the oldest `limit` of them, when given); return how many."""
+    pick = select(DiagnosisRow.id).where(DiagnosisRow.created_at < before).order_by(DiagnosisRow.created_at)
+    ids = list(session.scalars(pick.limit(limit) if limit is not None else pick))
+    if not ids:
+        return 0
+    uncount(session, ids)
+    result = session.execute(delete(DiagnosisRow).where(DiagnosisRow.id.in_(ids)))
     return int(getattr(result, "rowcount", 0) or 0)
 
 

@@ -15,10 +15,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, Connection, Table, delete, func, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.core.knowledge.unknowns import unknown_lines
 from app.core.models import Diagnosis
+from app.store.summary import day_counts
 from app.store.tables import DiagnosisFailureRow, EntryStatRow, UnknownLineRow, UnknownResolutionRow
 
 MEMBERS_SHOWN = 5  # member diagnoses a cluster lists
@@ -155,10 +157,15 @@ def _cluster(
 
 def cluster_lines(session: Session, key: str, *, limit: int = 20) -> list[str]:
     """The distinct lines of a cluster, newest first."""
+    newest = func.max(UnknownLineRow.created_at)
     texts = session.scalars(
-        select(UnknownLineRow.text).where(UnknownLineRow.key == key).order_by(UnknownLineRow.created_at.desc())
+        select(UnknownLineRow.text)
+        .where(UnknownLineRow.key == key)
+        .group_by(UnknownLineRow.text)
+        .order_by(newest.desc(), UnknownLineRow.text)
+        .limit(limit)
     ).all()
-    return list(dict.fromkeys(texts))[:limit]
+    return list(texts)
 
 
 def find_cluster(session: Session, key: str) -> Cluster | None:
@@ -170,34 +177,32 @@ def find_cluster(session: Session, key: str) -> Cluster | None:
 
 
 def mark_resolved(session: Session, key: str, signature_id: str, library_version: str, at: datetime) -> None:
-    """Record that a library recognises a cluster's lines now."""
-    row = session.get(UnknownResolutionRow, key)
-    if row is None:
-        session.add(
-            UnknownResolutionRow(key=key, signature_id=signature_id, library_version=library_version, resolved_at=at)
-        )
+    """Record that a library recognises a cluster's lines now (a cluster resolved already stays as it was)."""
+    values = {"key": key, "signature_id": signature_id, "library_version": library_version, "resolved_at": at}
+    table = cast(Table, UnknownResolutionRow.__table__)
+    dialect = session.get_bind().dialect.name
+    stmt = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table).values(values)
+    session.execute(stmt.on_conflict_do_nothing(index_elements=["key"]))
 
 
 def compute_entry_stats(session: Session, *, now: datetime, window_days: int = 30) -> int:
-    """Summarise the window's stored diagnoses per failure class into `entry_stats`; how many classes."""
-    since = now - timedelta(days=window_days)
-    rows = session.execute(
-        select(
-            DiagnosisFailureRow.diagnosis_id,
-            DiagnosisFailureRow.signature_id,
-            DiagnosisFailureRow.role,
-            DiagnosisFailureRow.caused_by,
-        ).where(DiagnosisFailureRow.created_at >= since)
-    ).all()
+    """Summarise the window's counted diagnoses per failure class into `entry_stats`; how many classes.
+
+    The window is the last `window_days` UTC days, today included, read from the per-day counts
+    (`app.store.summary`): the cost grows with the days and failure classes, not the diagnoses.
+    """
+    since = now.astimezone(UTC).date() - timedelta(days=window_days - 1)
     initiating: Counter[str] = Counter()
     causes: defaultdict[str, Counter[str]] = defaultdict(Counter)
     caused_by: defaultdict[str, Counter[str]] = defaultdict(Counter)
-    for _, sig, role, cause in rows:
+    for sig, role, cause, n in day_counts(session, since=since):
+        if n <= 0:
+            continue
         if role == "initiating":
-            initiating[sig] += 1
+            initiating[sig] += n
         if role == "collateral" and cause and cause != sig:
-            causes[cause][sig] += 1
-            caused_by[sig][cause] += 1
+            causes[cause][sig] += n
+            caused_by[sig][cause] += n
     session.execute(delete(EntryStatRow))
     ids = set(initiating) | set(causes) | set(caused_by)
     for sig in sorted(ids):

@@ -12,6 +12,12 @@ from app.resources import resource_dir
 from app.store.db import make_engine
 
 MIGRATIONS = resource_dir("migrations")
+FOREIGN_PREFIX = "procrastinate_"  # the job queue's own objects (migration 0008), not in our metadata
+
+
+def ours(name: str | None, type_: str, parent_names: object) -> bool:  # noqa: ARG001 (Alembic's include_name)
+    """Whether autogenerate should compare a database object: not the job queue's tables and indexes."""
+    return not (name or "").startswith(FOREIGN_PREFIX)
 
 
 def alembic_config(url: str, *, stdout: TextIO | None = None) -> Config:

@@ -17,6 +17,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -134,6 +135,12 @@ class UnknownLineRow(Base):
     """A line a stored diagnosis could not explain, as a template (goes with its diagnosis)."""
 
     __tablename__ = "unknown_lines"
+    # The lines the learning summary has not looked at yet: each run reads only these.
+    __table_args__ = (
+        Index(
+            "ix_unknown_lines_unchecked", "id", sqlite_where=text("NOT checked"), postgresql_where=text("NOT checked")
+        ),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     diagnosis_id: Mapped[str] = mapped_column(ForeignKey("diagnoses.id", ondelete="CASCADE"), index=True)
@@ -143,6 +150,7 @@ class UnknownLineRow(Base):
     kind: Mapped[str] = mapped_column(String(16))  # "start" or "unexplained"
     library_version: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    checked: Mapped[bool] = mapped_column(Boolean, server_default="0")  # looked at by a learning summary
 
 
 class UnknownResolutionRow(Base):
@@ -160,12 +168,47 @@ class DiagnosisFailureRow(Base):
     """One failure a stored diagnosis named, with its role: what the entry statistics count."""
 
     __tablename__ = "diagnosis_failures"
+    # The rows not yet counted into `failure_days`: each learning summary reads only these.
+    __table_args__ = (
+        Index(
+            "ix_diagnosis_failures_uncounted",
+            "created_at",
+            sqlite_where=text("NOT counted"),
+            postgresql_where=text("NOT counted"),
+        ),
+    )
 
     diagnosis_id: Mapped[str] = mapped_column(ForeignKey("diagnoses.id", ondelete="CASCADE"), primary_key=True)
     signature_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     role: Mapped[str] = mapped_column(String(16))  # initiating, contributing, collateral
     caused_by: Mapped[str | None] = mapped_column(String(100), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    counted: Mapped[bool] = mapped_column(Boolean, server_default="0")  # added into failure_days
+
+
+class FailureDayRow(Base):
+    """Stored diagnoses per UTC day that named a failure in a role: what the entry statistics sum.
+
+    Kept up to date incrementally: the learning summary adds the rows of `diagnosis_failures` it
+    has not counted yet; deleting or purging a counted diagnosis takes it off in its transaction.
+    """
+
+    __tablename__ = "failure_days"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    signature_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16), primary_key=True)
+    caused_by: Mapped[str] = mapped_column(String(100), primary_key=True)  # "" when none
+    diagnoses: Mapped[int] = mapped_column(Integer)
+
+
+class LearningStateRow(Base):
+    """Where the learning summary stands between runs (e.g. the library its clusters were checked with)."""
+
+    __tablename__ = "learning_state"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200))
 
 
 class EntryStatRow(Base):

@@ -14,7 +14,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
 from app.store.db import make_engine
-from app.store.migrate import alembic_config, current, downgrade, upgrade
+from app.store.migrate import alembic_config, current, downgrade, ours, upgrade
 from app.store.tables import Base
 from tests.conftest import BACKENDS
 
@@ -30,7 +30,7 @@ def _diff(url: str) -> list[object]:
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            return list(compare_metadata(MigrationContext.configure(conn), Base.metadata))
+            return list(compare_metadata(MigrationContext.configure(conn, opts={"include_name": ours}), Base.metadata))
     finally:
         engine.dispose()
 

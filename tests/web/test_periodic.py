@@ -8,7 +8,7 @@ import logging
 import anyio
 import pytest
 
-from app.web.periodic import repeat
+from app.web.periodic import cron_every, repeat
 
 
 def _run(first: bool, failures: int, rounds: int) -> tuple[list[str], list[float]]:
@@ -48,3 +48,18 @@ def test_a_job_that_fails_is_logged_and_runs_again(caplog: pytest.LogCaptureFixt
 def test_a_job_that_waits_first_runs_after_its_first_sleep() -> None:
     done, slept = _run(first=False, failures=0, rounds=2)
     assert done == ["ok"] and slept == [5, 5]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "cron"),
+    [
+        (10, "* * * * * */10"),
+        (60, "*/1 * * * *"),
+        (600, "*/10 * * * *"),
+        (3600, "0 */1 * * *"),
+        (5000, "0 */1 * * *"),  # 83 min divides no hour: the nearest period that does
+        (86400, "0 */24 * * *"),
+    ],
+)
+def test_a_period_in_seconds_is_a_cron_line_that_divides_a_minute_an_hour_or_a_day(seconds: int, cron: str) -> None:
+    assert cron_every(seconds) == cron
