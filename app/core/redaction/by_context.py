@@ -38,14 +38,74 @@ BY_CONTEXT: list[dict[str, Any]] = [
     {
         "type": "url-password",
         # scheme://user:password@ : postgresql://, redis://, mongodb+srv://, MLflow tracking URIs.
-        "pattern": r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/?#@]{1,256}:([^\s@/]{1,256})@",
+        # The user may be empty: redis://:PASSWORD@host is how Redis URLs carry a password alone.
+        "pattern": r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/?#@]{0,256}:([^\s@/]{1,256})@",
         "group": 1,
         "hints": ["://"],
         "positive": [
             "sqlalchemy.exc.OperationalError: postgresql://mlops:Sup3rS3cret!@db.example.com:5432/runs",
             "REDIS_URL=redis://default:hunter22@10.0.3.4:6379/0",
+            "celery broker redis://:Zx81hunter22@cache:6379/0",
         ],
         "negative": ["Downloading https://huggingface.co/gpt2/resolve/main/config.json"],
+    },
+    {
+        "type": "url-token",
+        # Secrets in a URL's query string: ?token=, &access_token=, ?api_key=, ?key= (Google APIs),
+        # X-Amz-Signature and friends (presigned URLs). Sentry Relay's URL scrubbing; gitleaks generic-api-key.
+        "pattern": r"(?i)[?&](?:(?:access|auth|refresh|id|private|session|api)[_-]?token|token|api[_-]?key|apikey"
+        r"|key|password|passwd|pwd|secret|client[_-]?secret|signature|x-amz-signature|x-amz-security-token"
+        r"|x-amz-credential|x-goog-signature|x-goog-credential|code)=([^&\s\"'#<>]{4,1000})",
+        "group": 1,
+        "guard": "value",
+        "hints": ["?", "&"],
+        "positive": [
+            "GET https://api.example.org/v1/runs?token=9f8e7d6c5b4a3928&limit=5 -> 401",
+            "wget https://storage.example.com/ckpt.pt?X-Amz-Signature=3f2a9c0d8e7b6a5f4e3d2c&X-Amz-Date=1",
+            "https://generativelanguage.googleapis.com/v1/models?key=Zq8sDRmQ1abcdefgh",
+        ],
+        "negative": ["GET /v1/runs?limit=5&page=2", "?token=${TOKEN}", "https://host/x?key=null"],
+    },
+    {
+        "type": "password",
+        # curl -u user:password (also --user, -uuser:pass): only the password after the colon.
+        "pattern": r"\bcurl\b[^\n]{0,200}?[ \t](?:-u[ \t]{0,4}|--user(?:[ \t]{1,4}|=))[\"']?[^\s:\"']{0,256}:"
+        r"([^\s\"']{1,256})",
+        "group": 1,
+        "guard": "value",
+        "hints": ["curl"],
+        "positive": [
+            "curl -u admin:Hunter22x https://registry.example.org/v2/",
+            "+ curl -sS --user 'ci-bot:9f8e7d6c5b4a' -X POST https://example.org",
+        ],
+        "negative": ["curl -u admin: https://example.org", "curl -u $USER:$PASS https://example.org"],
+    },
+    {
+        "type": "password",
+        # sshpass -p PASSWORD (also glued: -pPASSWORD); -e and -f read it from elsewhere, -P is a prompt.
+        "pattern": r"\bsshpass\b[^\n]{0,200}?[ \t]-p[ \t]{0,4}[\"']?([^\s\"'-][^\s\"']{0,255})",
+        "group": 1,
+        "guard": "value",
+        "hints": ["sshpass"],
+        "positive": ["sshpass -p Hunter22x ssh ubuntu@gpu-node", "sshpass -p'Zx81pass' rsync -a ckpt/ host:ckpt/"],
+        "negative": ["sshpass -e ssh ubuntu@gpu-node", "sshpass -f ~/.pw ssh host", "sshpass -P assword ssh host"],
+    },
+    {
+        "type": "password",
+        # A bare --token flag, and the Hugging Face Hub's --hub_token / --hub-token (transformers,
+        # huggingface-cli): `--token VALUE` or `--token=VALUE`. Only with no other word before
+        # `token`: --pad-token and --mask-token name special tokens, not secrets.
+        "pattern": r"(?i)(?:^|[\s\"'])--(?:token|hub[_-]token|hub[_-]api[_-]token)(?:[ \t]{1,4}|=)[\"']?"
+        r"([^\s\"']{4,256})",  # a command line's value ends at a space: commas and semicolons are part of it
+        "group": 1,
+        "guard": "value",
+        "hints": ["token"],
+        "positive": [
+            "huggingface-cli login --token Zq8sDRmQ1abcdefghXYZ",
+            "python run_clm.py --push_to_hub --hub_token Zq8sDRmQ1abcdefgh --output_dir out",
+            "vault login --token=s.Zq8sDRmQ1abcdefgh",
+        ],
+        "negative": ["--mask-token [MASK] --pad-token <pad>", "--token $HF_TOKEN", "--tokenizer gpt2", "--token None"],
     },
     {
         "type": "authorization",
@@ -116,7 +176,7 @@ BY_CONTEXT: list[dict[str, Any]] = [
         # The space form of command-line secrets: `--password VALUE`, `--api-key VALUE`, `--hf-token VALUE`.
         "pattern": r"(?i)(?:^|[\s\"'])--?(?:[a-z0-9]{1,20}[_-])?(?:password|passwd|pwd|secret|api[_-]?key"
         r"|access[_-]?key|client[_-]?secret"
-        r"|(?:hf|wandb|api|auth|access|refresh|session|github|gh|slack|bot|bearer|secret|oauth|personal)[_-]?token)"
+        r"|(?:hf|hub|wandb|api|auth|access|refresh|session|github|gh|slack|bot|bearer|secret|oauth|personal)[_-]?token)"
         r"[ \t]{1,4}[\"']?([^\s\"',;]{4,256})",
         "group": 1,
         "guard": "value",
@@ -138,7 +198,7 @@ BY_CONTEXT: list[dict[str, Any]] = [
         # password= / token= / secret= style assignments (no bare `token`: ML logs use it constantly).
         "pattern": r"(?i)(?:password|passwd|[a-z0-9]{1,20}[_-]pwd|secret|api[_-]?key|apikey|access[_-]?key"
         r"|private[_-]?key|client[_-]?secret|credentials?"
-        r"|(?:hf|wandb|api|auth|access|refresh|session|github|gh|slack|bot|bearer|secret|oauth|personal)[_-]?token)"
+        r"|(?:hf|hub|wandb|api|auth|access|refresh|session|github|gh|slack|bot|bearer|secret|oauth|personal)[_-]?token)"
         r"[a-z0-9_.-]{0,20}[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?([^\s\"',;]{4,256})",
         "group": 1,
         "guard": "value",
@@ -147,6 +207,7 @@ BY_CONTEXT: list[dict[str, Any]] = [
             "mysql --user=root --password=hunter22",
             "auth_token: 'c2VjcmV0LXZhbHVl'",
             '{"client_secret": "f3a9-2b7c-d1e0"}',
+            "TrainingArguments(hub_token=Zq8sDRmQ1abcdefgh, push_to_hub=True)",
         ],
         "negative": [
             "password=None",

@@ -1,7 +1,7 @@
 """The secret-redaction rules, as data: one entry per kind of secret, in the order they run.
 
-The entries live in app/core/redaction/token_shapes.py (secrets known by their shape) and
-app/core/redaction/by_context.py (secrets known by what surrounds them); this module puts
+The entries live in app/core/redaction/token_shapes.py and vendor_shapes.py (secrets known by their
+shape) and app/core/redaction/by_context.py (secrets known by what surrounds them); this module puts
 them in order and holds the word lists the redactor's guards use.
 
 Each rule has a `type` (the placeholder says `[REDACTED:<type>]`), an RE2 pattern (no
@@ -25,8 +25,9 @@ from typing import Any
 
 from app.core.redaction.by_context import BY_CONTEXT
 from app.core.redaction.token_shapes import TOKEN_SHAPES
+from app.core.redaction.vendor_shapes import VENDOR_SHAPES
 
-RULES: list[dict[str, Any]] = [*TOKEN_SHAPES, *BY_CONTEXT]
+RULES: list[dict[str, Any]] = [*TOKEN_SHAPES, *VENDOR_SHAPES, *BY_CONTEXT]
 
 # Environment names that hold secrets (HF_TOKEN yes; TOKENIZERS_PARALLELISM, MAX_TOKENS no).
 SECRET_NAME_PARTS = frozenset({"SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"})
