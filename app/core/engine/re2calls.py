@@ -32,8 +32,11 @@ def spans_of(compiled: Any) -> Spans:
 
 
 def set_matcher(compiled_set: Any) -> Callable[[bytes | memoryview], list[int]]:
-    """A Set's match: the indices of the patterns that match (empty if none), without the wrapper's call."""
-    return cast(Callable[[bytes | memoryview], list[int]], compiled_set._set.Match)
+    """A Set's match: the indices of the patterns that match (empty if none), without the wrapper's call.
+
+    A Set in parts (`app.core.knowledge.screen.SetParts`) has its own `match` that does this."""
+    own = getattr(compiled_set, "match", None)
+    return cast(Callable[[bytes | memoryview], list[int]], own if own is not None else compiled_set._set.Match)
 
 
 class TextMatch(NamedTuple):

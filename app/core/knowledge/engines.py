@@ -23,12 +23,9 @@ def _re2_options(*, latin1: bool) -> Any:
 
 
 SCAN = _re2_options(latin1=True)
-# The Set's automaton is built lazily, a state per new mix of partial matches: a log made of
-# failure lines of every kind needs about 80 MiB of states for 200 KB of distinct lines. With
-# 64 MiB they were thrown away and rebuilt over and over (about 5 us a byte); with room for
-# them a repeated line costs what a quiet one does. Only such logs fill it; it is one
-# automaton per process, shared by every scan.
-SCAN.max_mem = 128 << 20
+# Each part of the library's Set (app.core.knowledge.screen.PART_PATTERNS patterns) keeps
+# the states that 720 KB of failure text of every kind needs in under 32 MiB; this is room
+# to spare, taken only as far as a log's states need it.
 _TEXT = _re2_options(latin1=False)
 # The raw engines only locate lines (groups are read on the decoded line): without
 # captures RE2 need not work out submatches on every hit.

@@ -155,7 +155,7 @@ class BlockPass:
         """The patterns that may match line i, by the screen run on its frames alone."""
         c, found = self.c, set(self.c.everywhere)
         for data in self.utf8(i):
-            found.update(c.screen_ids[idx] for idx in c.screen._set.Match(data) or ())
+            found.update(c.screen_ids[idx] for idx in c.screen.match(data) or ())
         if FOLD in found:  # a character only text case folding matches: any pattern may
             return {*c.screens, *c.everywhere}
         return found

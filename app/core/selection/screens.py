@@ -6,26 +6,27 @@ atoms that stand in for a pattern the browser cannot run.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import re2
 
 from app.core.engine.rewrites import byte_superset
+from app.core.knowledge.screen import PART_PATTERNS, SetParts, build_set_parts
 
 
 @dataclass(frozen=True)
 class CompiledSpec:
     rules: Mapping[str, int]
-    matchers: list[Any]  # [RE2 Set over the patterns with a regex], compiled on first use (or [None])
+    matchers: list[Any]  # [(RE2 Set, its pattern ids)..., None] over the patterns with a regex, on first use
     set_ids: tuple[int, ...]  # Set index -> pattern id
     atom_only: tuple[tuple[int, tuple[str, ...]], ...]
     progress: frozenset[int]
     ansi: Any
     single: dict[int, Any]  # pattern id -> its own RE2 (compiled when first needed)
     regexes: Mapping[int, str]
-    screen: Any  # RE2 Set of every pattern, loosened, over a block's text: which may match in it
+    screen: SetParts  # RE2 Set of every pattern, loosened, over a block's text: which may match in it
     screen_ids: tuple[int, ...]  # screen index -> pattern id
     screens: Mapping[int, bytes]  # pattern id -> its screen, to locate it in a block
     everywhere: frozenset[int]  # patterns the screen cannot bound: every line is a candidate
@@ -67,7 +68,7 @@ def compile_spec(spec: Mapping[str, Any]) -> CompiledSpec:
             set_ids.append(p["id"])
         elif p["atoms"]:
             atom_only.append((p["id"], tuple(p["atoms"])))
-    screen = re2.Set.SearchSet(_BYTES)
+    sources: list[bytes] = []
     screen_ids: list[int] = []
     screens: dict[int, bytes] = {}
     exact: set[int] = set()
@@ -80,13 +81,12 @@ def compile_spec(spec: Mapping[str, Any]) -> CompiledSpec:
             everywhere.add(p["id"])
             continue
         source = found[0].encode("ascii")
-        screen.Add(source)
+        sources.append(source)
         screen_ids.append(p["id"])
         screens[p["id"]] = source
         if found[1]:
             exact.add(p["id"])
-    screen.Add(_FOLD_SCREEN)  # last: its index is len(screen_ids)
-    screen.Compile()
+    screen = build_set_parts([*sources, _FOLD_SCREEN], _BYTES)  # the fold last: its index is len(screen_ids)
     return CompiledSpec(
         rules=spec["rules"],
         matchers=[],
@@ -108,9 +108,9 @@ def compile_spec(spec: Mapping[str, Any]) -> CompiledSpec:
 def _bytes_options() -> Any:
     options = re2.Options()
     options.never_nl = True
-    # The whole library in one automaton. With 64 MiB RE2 flushes its cache of automaton
-    # states now and then over a long log and builds them again: with more, the Set scans
-    # about 15 % faster (memory grows only as far as the log's states need).
+    # Per part of the screen's Set (`SetParts`). With 64 MiB RE2 flushed its cache of
+    # automaton states now and then over a long log and built them again: with more, the Set
+    # scans about 15 % faster (memory grows only as far as the log's states need).
     options.max_mem = 256 << 20
     options.encoding = re2.Options.Encoding.LATIN1  # bytes as bytes: invalid UTF-8 needs no decoding
     return options
@@ -153,24 +153,40 @@ def locator(compiled: CompiledSpec, pid: int) -> Any:
 ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-def _exact_set(compiled: CompiledSpec) -> Any:
-    """The RE2 Set of the exact patterns over a line's text, or None; compiled when first needed.
+def _compiled_sets(regexes: Mapping[int, str], ids: Sequence[int]) -> list[tuple[Any, Sequence[int]]]:
+    """RE2 Sets over `ids`' patterns: parts of PART_PATTERNS (see `SetParts`), halved until
+    each part fits its automaton's memory."""
+    if len(ids) > PART_PATTERNS:
+        return [
+            m for i in range(0, len(ids), PART_PATTERNS) for m in _compiled_sets(regexes, ids[i : i + PART_PATTERNS])
+        ]
+    options = re2.Options()
+    options.never_nl = True
+    options.max_mem = 64 << 20
+    matchers = re2.Set.SearchSet(options)
+    for pid in ids:
+        matchers.Add(regexes[pid])
+    try:
+        matchers.Compile()
+    except re2.error:
+        if len(ids) == 1:
+            raise
+        half = len(ids) // 2
+        return _compiled_sets(regexes, ids[:half]) + _compiled_sets(regexes, ids[half:])
+    return [(matchers, ids)]
 
-    Its bounded repeats make it slow to compile (a second or so for the shipped library), and
-    the block path needs it only for the rare lines longer than `line_bytes`.
+
+def _exact_sets(compiled: CompiledSpec) -> list[tuple[Any, Sequence[int]]]:
+    """The RE2 Sets of the exact patterns over a line's text; compiled when first needed.
+
+    Their bounded repeats make them slow to compile (a second or so for the shipped library),
+    and the block path needs them only for the rare lines longer than `line_bytes`. A library
+    too large for one automaton is split in parts rather than refused.
     """
     if not compiled.matchers:
-        matchers = None
-        if compiled.set_ids:
-            options = re2.Options()
-            options.never_nl = True
-            options.max_mem = 64 << 20  # the whole library in one automaton
-            matchers = re2.Set.SearchSet(options)
-            for pid in compiled.set_ids:
-                matchers.Add(compiled.regexes[pid])
-            matchers.Compile()
-        compiled.matchers.append(matchers)
-    return compiled.matchers[0]
+        compiled.matchers.extend(_compiled_sets(compiled.regexes, compiled.set_ids) if compiled.set_ids else [])
+        compiled.matchers.append(None)  # compiled: the list is no longer empty when it holds no Set
+    return [m for m in compiled.matchers if m is not None]
 
 
 def matching_patterns(compiled: CompiledSpec, text: str) -> set[int]:
@@ -181,9 +197,8 @@ def matching_patterns(compiled: CompiledSpec, text: str) -> set[int]:
     for frame in text.split("\r") if "\r" in text else (text,):
         if not frame:
             continue
-        matchers = _exact_set(compiled)
-        if matchers is not None:
-            found.update(compiled.set_ids[i] for i in matchers.Match(frame) or ())
+        for matchers, ids in _exact_sets(compiled):
+            found.update(ids[i] for i in matchers.Match(frame) or ())
         if compiled.atom_only:
             lower = frame.translate(ASCII_LOWER)
             found.update(pid for pid, words in compiled.atom_only if any(w in lower for w in words))

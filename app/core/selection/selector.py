@@ -105,7 +105,7 @@ class Selector:
         takes over from where this stopped.
         """
         c, s, e = self._c, span[0], span[1]
-        found = c.screen._set.Match(memoryview(buf)[s:e]) or ()
+        found = c.screen.match(memoryview(buf)[s:e]) or ()
         ahead: dict[int, tuple[list[int], int | None]] = {}
         cap = int(c.rules["per_pattern"])
         for idx in found:
