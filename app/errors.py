@@ -5,6 +5,7 @@
     │   ├── EmptyLog      422  nothing to diagnose
     │   ├── Invalid       422  well-formed but invalid fields or options
     │   └── NotText       415  binary data, not a text log
+    │   └── SlowBody      408  the request body did not arrive in time
     ├── UnsupportedType   415  wrong content type or encoding
     ├── TooLarge          413  over a size limit (says which)
     ├── Unauthorized      401  unknown, malformed or revoked API key (with WWW-Authenticate)
@@ -65,6 +66,12 @@ class NotText(BadInput):
     status = 415
     type = "/problems/not-text"
     title = "Not a text log"
+
+
+class SlowBody(BadInput):
+    status = 408
+    type = "/problems/slow-body"
+    title = "Request body too slow"
 
 
 class UnsupportedType(TraceloreError):

@@ -1,6 +1,8 @@
 """Remote mode of `tracelore diagnose`: send a log (or its evidence) to a Tracelore server.
 
-Only the standard library (urllib): the CLI needs no HTTP client dependency.
+Only the standard library: the CLI needs no HTTP client dependency. Each request is one
+bounded exchange (`app.remote_http`): no redirect is followed, the answer is read up to a cap,
+all within one deadline, and whatever the server says is neutralised before it is shown.
 A 429 or 503 with Retry-After is waited out when the wait is short, and reported
 clearly when it is not.
 """
@@ -9,20 +11,20 @@ from __future__ import annotations
 
 import email.utils
 import gzip
+import http.client
 import json
 import secrets
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from app import __version__
 from app.core.stored import StoredDiagnosis
+from app.remote_http import Answer, AnswerTooLarge, DeadlinePassed, exchange, neutral
 
-TIMEOUT = 120  # seconds for one request: the server diagnoses before it answers
+TIMEOUT = 120  # seconds for one request, answer and all: the server diagnoses before it answers
 
 
 class RemoteError(Exception):
@@ -89,13 +91,57 @@ def _multipart(filename: str, payload: bytes, fields: dict[str, str]) -> tuple[b
 
 
 def _problem(body: bytes) -> str:
+    """What a refusal says, neutralised: never more than a few lines, never a terminal escape."""
     try:
         data = json.loads(body)
-    except ValueError:
-        return body[:300].decode("utf-8", errors="replace").strip()
+    except (ValueError, RecursionError):
+        return neutral(body[:300].decode("utf-8", errors="replace").strip())
     if isinstance(data, dict):
-        return str(data.get("detail") or data.get("title") or data)[:1000]
-    return str(data)[:300]
+        return neutral(str(data.get("detail") or data.get("title") or "")[:1000] or "no detail")
+    return neutral(str(type(data).__name__))
+
+
+def _json(body: bytes, what: str) -> Any:
+    """An answer's JSON with every string neutralised; a RemoteError for anything else."""
+    try:
+        return _neutral_strings(json.loads(body))
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else f"invalid JSON: {neutral(str(exc))[:200]}"
+        raise RemoteError(f"the server's answer is not {what} ({reason})") from None
+
+
+def _neutral_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return neutral(value)
+    if isinstance(value, list):
+        return [_neutral_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {neutral(str(k)): _neutral_strings(v) for k, v in value.items()}
+    return value
+
+
+def _send(
+    method: str, url: str, server: str, *, headers: dict[str, str], body: bytes | None = None, timeout: float
+) -> Answer:
+    """One exchange; a RemoteError for a server that cannot be reached, is too slow, or answers too much."""
+    try:
+        answer = exchange(method, url, headers=headers, body=body, timeout=timeout)
+    except DeadlinePassed:
+        raise RemoteError(f"{server} did not answer in full within {timeout:g} s; try again later") from None
+    except AnswerTooLarge as exc:
+        raise RemoteError(f"{server} answered with too much data: {exc}") from None
+    except (OSError, http.client.HTTPException) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise RemoteError(f"cannot reach {server}: {neutral(reason)}") from None
+    if 300 <= answer.status < 400:
+        location = neutral(answer.header("Location") or "nowhere")[:300]
+        raise RemoteError(
+            f"the server answered {answer.status}, redirecting to {location}; redirects are not followed "
+            "(the API key and the log go only to the address you gave): use the address it names as --server "
+            "if you trust it",
+            status=answer.status,
+        )
+    return answer
 
 
 def _when(seconds: float) -> str:
@@ -119,23 +165,15 @@ def _headers(api_key: str | None, **extra: str) -> dict[str, str]:
     return headers
 
 
-def fetch_spec(server: str, *, api_key: str | None = None) -> dict[str, Any] | None:
+def fetch_spec(server: str, *, api_key: str | None = None, timeout: float = TIMEOUT) -> dict[str, Any] | None:
     """The evidence selection rules the server publishes; None if it publishes none (an older server)."""
     url = _base(server) + "/api/v1/signatures/prefilter.json"
-    request = urllib.request.Request(url, headers=_headers(api_key), method="GET")
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310 - scheme checked
-            spec = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        if exc.code in (404, 405):
-            return None
-        raise RemoteError(f"the server did not give its selection rules ({exc.code}: {_problem(exc.read())})") from None
-    except urllib.error.URLError as exc:
-        raise RemoteError(f"cannot reach {server}: {exc.reason}") from None
-    except (TimeoutError, ConnectionError) as exc:
-        raise RemoteError(f"cannot reach {server}: {exc}") from None
-    except ValueError as exc:
-        raise RemoteError(f"the server's selection rules are not JSON: {exc}") from None
+    answer = _send("GET", url, server, headers=_headers(api_key), timeout=timeout)
+    if answer.status in (404, 405):
+        return None
+    if answer.status >= 400:
+        raise RemoteError(f"the server did not give its selection rules ({answer.status}: {_problem(answer.body)})")
+    spec = _json(answer.body, "selection rules")
     if not isinstance(spec, dict) or not isinstance(spec.get("patterns"), list):
         raise RemoteError("the server's selection rules are not in a form this client reads; use --full")
     return spec
@@ -185,38 +223,34 @@ def _post(
     attempts: int = 3,
     sleep: Callable[[float], None] = time.sleep,
     notify: Callable[[str], None] | None = None,
+    timeout: float = TIMEOUT,
 ) -> StoredDiagnosis:
-    """POST to SERVER/api/v1/diagnoses, waiting out a short Retry-After; return the stored diagnosis (its `url`)."""
+    """POST to SERVER/api/v1/diagnoses, waiting out a short Retry-After; return the stored diagnosis (its `url`).
+
+    Each attempt, answer and all, ends within `timeout` seconds.
+    """
     url = _base(server) + "/api/v1/diagnoses"
     headers = _headers(api_key, **content_headers)
     for attempt in range(1, attempts + 1):
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310 - scheme checked
-                data = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = _problem(exc.read())
-            wait = retry_after_seconds(exc.headers.get("Retry-After"))
-            if exc.code in (429, 503):
-                what = "the daily allowance on this server is used up" if exc.code == 429 else "the server is busy"
+        answer = _send("POST", url, server, headers=headers, body=body, timeout=timeout)
+        if answer.status >= 400:
+            detail = _problem(answer.body)
+            wait = retry_after_seconds(answer.header("Retry-After"))
+            if answer.status in (429, 503):
+                what = "the daily allowance on this server is used up" if answer.status == 429 else "the server is busy"
                 if wait is not None and wait <= max_wait and attempt < attempts:
                     if notify:
-                        notify(f"{what} ({exc.code}); retrying in {wait:.0f} s as the server asks (Retry-After)")
+                        notify(f"{what} ({answer.status}); retrying in {wait:.0f} s as the server asks (Retry-After)")
                     sleep(wait)
                     continue
                 retry = f"; try again {_when(wait)}" if wait is not None else ""
-                raise RemoteError(f"{what} ({exc.code}: {detail}){retry}", status=exc.code, retry_after=wait) from None
-            if exc.code == 401:
-                raise RemoteError(f"the server refused the API key (401: {detail})", status=401) from None
-            raise RemoteError(f"the server refused the log ({exc.code}: {detail})", status=exc.code) from None
-        except urllib.error.URLError as exc:
-            raise RemoteError(f"cannot reach {server}: {exc.reason}") from None
-        except (TimeoutError, ConnectionError) as exc:
-            raise RemoteError(f"cannot reach {server}: {exc}") from None
-        except ValueError as exc:
-            raise RemoteError(f"the server's answer is not a diagnosis (invalid JSON: {exc})") from None
+                raise RemoteError(f"{what} ({answer.status}: {detail}){retry}", status=answer.status, retry_after=wait)
+            if answer.status == 401:
+                raise RemoteError(f"the server refused the API key (401: {detail})", status=401)
+            raise RemoteError(f"the server refused the log ({answer.status}: {detail})", status=answer.status)
+        data = _json(answer.body, "a diagnosis")
         try:
             return StoredDiagnosis.model_validate(data)
-        except ValueError as exc:
-            raise RemoteError(f"the server's answer is not a diagnosis: {str(exc)[:300]}") from None
+        except (ValueError, RecursionError) as exc:
+            raise RemoteError(f"the server's answer is not a diagnosis: {neutral(str(exc))[:300]}") from None
     raise RemoteError("the server kept asking to retry; giving up")  # pragma: no cover - loop always returns

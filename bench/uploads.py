@@ -4,12 +4,12 @@
 
 For each kind of upload (large JSON logs, JSON over the limit, gzip-encoded JSON bombs,
 excerpts of 200,000 lines, excerpts of a few 1,000,000-character lines, large pasted form
-fields, forms of 128 files) it starts a server with a throwaway SQLite database, warms it
+fields, forms of 128 files, JSON logs made of `\\\\` escapes) it starts a server with a throwaway SQLite database, warms it
 up, sends four of them at once and reads the growth of the process's peak resident memory (VmHWM in /proc); then
-all of them together. It prints a markdown table next to the budget README.md states:
+all of them together, and 64 escape-dense JSON logs at once. It prints a markdown table next to the budget README.md states:
 about 64 MiB per diagnosis in flight and 3 MiB per request being read or waiting (excerpt
 lines near the 1,000,000-character cap: about 16 MiB while such a request is read).
-tests/web/test_memory.py runs the "all at once" row and holds it to that budget.
+tests/web/test_memory.py runs the "all at once" and the 64 escape-dense rows and holds them to that budget.
 """
 
 from __future__ import annotations
@@ -83,7 +83,17 @@ def hostile_bodies(limit: int) -> dict[str, tuple[Body, int]]:
         "excerpt, 1M-character lines": ((as_json, json.dumps(long_lines).encode()), 200),
         "form field, 40 MiB": (({"Content-Type": "multipart/form-data; boundary=b"}, field), 200),
         "form, 128 files": (({"Content-Type": "multipart/form-data; boundary=b"}, job), 200),
+        "JSON log of escapes, 4 MiB": escape_dense(),
     }
+
+
+def escape_dense(size: int = 4 * MiB) -> tuple[Body, int]:
+    """A JSON log string made of `\\\\` escapes (each decodes to one backslash), and the status it must get.
+
+    The string parser once kept a backtracking record per escape: some 30 MiB per request being read.
+    """
+    body = b'{"log": "' + b"\\\\" * (size // 2) + b'", "store": false}'
+    return ({"Content-Type": "application/json"}, body), 200
 
 
 @contextlib.contextmanager
@@ -196,6 +206,7 @@ def main() -> int:
     failed = False
     rows = [(f"4 x {name}", [body] * 4) for name, (body, _) in hostile_bodies(limit).items()]
     rows.append((f"all of them ({len(all_at_once(limit)[0])})", all_at_once(limit)[0]))
+    rows.append(("64 x JSON log of escapes, 4 MiB", [escape_dense()[0]] * 64))
     for name, bodies in rows:
         growth, statuses = measure(bodies, limit=limit, in_flight=args.in_flight, signatures=args.signatures)
         allowed = budget(bodies, args.in_flight)

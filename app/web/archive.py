@@ -86,10 +86,26 @@ def is_gzip(file: BinaryIO) -> bool:
 
 
 def is_tar(file: BinaryIO) -> bool:
-    """A POSIX or GNU tar: the `ustar` magic of its first header."""
+    """A POSIX or GNU tar: the `ustar` magic of its first header, or an empty one (see `is_empty_tar`)."""
     head = file.read(TAR_BLOCK)
     file.seek(0)
-    return len(head) == TAR_BLOCK and head[257:262] == b"ustar"
+    return len(head) == TAR_BLOCK and head[257:262] == b"ustar" or is_empty_tar(file)
+
+
+def is_empty_tar(file: BinaryIO) -> bool:
+    """A tar of no files: nothing but its end, zero blocks (`tar -czf x.tar.gz -T /dev/null` makes 20).
+
+    Without this it was read as a log of NUL bytes and refused as binary data (issue #38).
+    """
+    size = 0
+    try:
+        while block := file.read(READ_CHUNK):
+            if block.count(0) != len(block):
+                return False
+            size += len(block)
+    finally:
+        file.seek(0)
+    return size >= 2 * TAR_BLOCK and size % TAR_BLOCK == 0
 
 
 def member_name(name: str) -> str:
@@ -183,6 +199,11 @@ def _members(file: BinaryIO, budget: int, *, limit: int) -> list[Log]:
                     logs[-1] = (shown.removesuffix(".gz"), unpacked)
                     total += unpacked.seek(0, 2) - member.size
                     unpacked.seek(0)
+                if is_tar(logs[-1][1]):  # an archive in the archive was once read as a text log (issue #38)
+                    raise BadInput(
+                        f"the archive holds another archive ({_shown(member.name)}); "
+                        "put the logs themselves in one archive"
+                    )
     except tarfile.TarError as exc:
         for _, f in logs:
             f.close()

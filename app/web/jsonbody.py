@@ -31,8 +31,10 @@ MAX_EXCERPT_BYTES = 16 << 20  # text of an excerpt (the tier's limit when that i
 _WS = re.compile(r"[ \t\n\r]*")
 # A run of a JSON string's content: plain characters or whole escapes (stops at the quote, a control
 # character, a bad or incomplete escape, or the end of what has arrived). Linear: the alternatives
-# start with different characters.
-_RUN = re.compile(r'(?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+# start with different characters. Possessive (`*+`): a plain `*` over a group makes `re` keep a
+# backtracking record per repetition, about 60 bytes per escape, so a log string of `\\\\` escapes held
+# some 30 MiB per request being read, and the heap kept it afterwards (issue #38).
+_RUN = re.compile(r'(?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+')
 _HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}$")
 _NEED = object()
 
