@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,19 @@ from app.core.engine.prefixes import parse_prefixes
 from app.core.engine.reader import strip_ansi
 from app.core.knowledge.lint import load_taxonomy
 from app.core.knowledge.loading import Library
-from app.core.knowledge.scoring import FIGURES, Outcome, Report, score
-from app.corpus import Case, CorpusError
+from app.core.knowledge.scoring import (
+    ESTABLISHED,
+    FIGURES,
+    SAMPLED,
+    SCOPES,
+    Outcome,
+    Ratio,
+    Report,
+    Sight,
+    SightGroup,
+    score,
+)
+from app.corpus import Case, CorpusError, FirstSight
 from app.errors import TraceloreError
 
 THRESHOLDS_FILE = "thresholds.yaml"
@@ -81,18 +93,50 @@ def order_stable(case_id: str, logs: Sequence[tuple[str, bytes]], library: Libra
     return len(answers) == 1
 
 
-def run_case(case: Case, library: Library) -> Outcome:
-    """Diagnose one case's logs as one job (each file read once)."""
-    logs = case.read()
+FIRST_SIGHT_TOP = 5  # candidates a first sight records
+
+
+def answer_of(logs: Sequence[tuple[str, bytes]], library: Library) -> tuple[tuple[str, ...], frozenset[str]]:
+    """What the library names for a case's logs (as one job): the candidates' ids, and those at `likely`."""
     named = [(name if len(logs) > 1 else None, data) for name, data in logs]
     try:
         d = diagnose_many(named, library, threads=1)
     except TraceloreError:
-        ranked: tuple[str, ...] = ()
-        likely: frozenset[str] = frozenset()
-    else:
-        ranked = tuple(c.id for c in d.candidates)
-        likely = frozenset(c.id for c in d.candidates if c.band == "likely")
+        return (), frozenset()
+    return tuple(c.id for c in d.candidates), frozenset(c.id for c in d.candidates if c.band == "likely")
+
+
+def first_sight_of(logs: Sequence[tuple[str, bytes]], library: Library, *, expected: str, today: date) -> FirstSight:
+    """What the library says of a new case's logs, to be kept in the case for ever."""
+    from app import __version__
+
+    ranked, likely = answer_of(logs, library)
+    top = ranked[:FIRST_SIGHT_TOP]
+    return FirstSight(
+        added=today,
+        library=library.version,
+        engine=__version__,
+        ranked=top,
+        likely=tuple(i for i in top if i in likely),
+        known=expected == "none" or expected in library.signatures,
+    )
+
+
+def sight(case: Case) -> Sight | None:
+    first = case.spec.first_sight
+    if first is None:
+        return None
+    batch = case.spec.sampled.batch if case.spec.sampled is not None else None
+    ecosystem = case.spec.sampled.ecosystem if case.spec.sampled is not None else None
+    return Sight(
+        ranked=first.ranked, known=first.known, added=first.added.isoformat(), batch=batch, ecosystem=ecosystem
+    )
+
+
+def run_case(case: Case, library: Library) -> Outcome:
+    """Diagnose one case's logs as one job (each file read once)."""
+    logs = case.read()
+    ranked, likely = answer_of(logs, library)
     return Outcome(
         case=case.id,
         expected=case.spec.expected,
@@ -102,6 +146,7 @@ def run_case(case: Case, library: Library) -> Outcome:
         likely=likely,
         tags=case.spec.tags,
         order_stable=order_stable(case.id, logs, library),
+        first=sight(case),
     )
 
 
@@ -121,15 +166,25 @@ def load_thresholds(root: Path) -> dict[str, float]:
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(raw, dict):
         raise CorpusError([f"{path}: must map figure names to minimum values"])
-    problems = [f"{path}: unknown figure {k!r} (known: {', '.join(FIGURES)})" for k in raw if k not in FIGURES]
+    flat: dict[str, object] = {}
+    problems = []
+    for key, value in raw.items():
+        if key in SCOPES and isinstance(value, dict):  # e.g. `sampled: {top1: 0.9}`
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        elif key in SCOPES:
+            problems.append(f"{path}: {key} must map figure names to minimum values")
+        else:
+            flat[key] = value
+    known = f"{', '.join(FIGURES)}; scoped: {', '.join(SCOPES)}"
+    problems += [f"{path}: unknown figure {k!r} (known: {known})" for k in flat if k.rpartition(".")[2] not in FIGURES]
     problems += [
         f"{path}: {k} must be a number from 0 to 1"
-        for k, v in raw.items()
+        for k, v in flat.items()
         if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v <= 1
     ]
     if problems:
         raise CorpusError(problems)
-    return {k: float(v) for k, v in raw.items()}
+    return {k: float(v) for k, v in flat.items() if isinstance(v, int | float)}
 
 
 def measured_document(report: Report, library: Library) -> dict[str, Any]:
@@ -157,16 +212,85 @@ def _pct(value: float | None) -> str:
     return "  n/a" if value is None else f"{value:5.3f}"
 
 
-def render_text(report: Report, thresholds: Mapping[str, float], *, worst: int = 10) -> str:
+_PART_HEADINGS = {
+    ESTABLISHED: "the cases from before first sight was kept (the fingerprints were written from them)",
+    SAMPLED: "the sampled cases (each with its first sight), as the library does on them now",
+}
+
+
+def _figure_lines(report: Report, thresholds: Mapping[str, float]) -> list[str]:
+    """Each figure with its threshold; with sampled cases, per part, then over the whole corpus."""
+
+    def lines(part: Report, scope: str | None) -> list[str]:
+        out = []
+        for name in FIGURES:
+            key = f"{scope}.{name}" if scope else name
+            limit = thresholds.get(key)
+            below = limit is not None and bool(report.below({key: limit}))
+            mark = "" if limit is None else f"  (threshold {limit:.3f}{', BELOW' if below else ''})"
+            out.append(f"{name:<17} {getattr(part, name)}{mark}")
+        return out
+
+    if len(report.parts) < 2:
+        (scope,) = report.parts or (ESTABLISHED,)
+        return lines(report, None if scope == ESTABLISHED else scope)
+    out = []
+    for scope, part in report.parts.items():
+        out += [f"{_PART_HEADINGS[scope]}: {part.cases} cases"]
+        out += ["  " + line for line in lines(part, None if scope == ESTABLISHED else scope)] + [""]
+    out += [f"the whole corpus: {report.cases} cases (no threshold)"]
+    out += ["  " + f"{name:<17} {getattr(report, name)}" for name in FIGURES]
+    return out
+
+
+def _sight_lines(groups: Sequence[SightGroup]) -> list[str]:
+    """First sight next to today, per group (no threshold: a first sight cannot be re-earned)."""
+    if not groups:
+        return []
     out = [
-        f"{report.cases} cases: {report.failures} failed runs, {report.healthy_clean.total} healthy",
+        "",
+        "first sight: what the library said of each case when it was added, before any fingerprint",
+        "changed for it; over the cases whose class the library had then (no threshold: it cannot be re-earned)",
+    ]
+    for g in groups:
+        out.append(f"  {g.label}: {g.cases} failed runs, class known for {g.coverage} then, {g.coverage_now} now")
+        out.append(f"    then  top-1 {g.then_top1}  top-3 {g.then_top3}  no candidate {g.then_none}")
+        out.append(f"    now   top-1 {g.now_top1}  top-3 {g.now_top3}  no candidate {g.now_none}")
+    return out
+
+
+def _coverage_lines(groups: Sequence[SightGroup]) -> list[str]:
+    """The share of sampled failures whose class had a signature when sampled, and has one today."""
+    if not groups:
+        return []
+    width = max(len(g.label) for g in groups)
+    out = ["", "coverage of the sampled failures by ecosystem (class had a signature when sampled -> has one now)"]
+    out += [f"  {g.label:<{width}}  {g.coverage} -> {g.coverage_now}" for g in groups]
+    return out
+
+
+def _sight_json(g: SightGroup) -> dict[str, Any]:
+    def ratio(r: Ratio) -> dict[str, Any]:
+        return {"value": r.value, "hits": r.hits, "total": r.total}
+
+    return {
+        "label": g.label,
+        "cases": g.cases,
+        "known": g.known,
+        "known_now": g.known_now,
+        "then": {"top1": ratio(g.then_top1), "top3": ratio(g.then_top3), "no_candidate": ratio(g.then_none)},
+        "now": {"top1": ratio(g.now_top1), "top3": ratio(g.now_top3), "no_candidate": ratio(g.now_none)},
+    }
+
+
+def render_text(report: Report, thresholds: Mapping[str, float], *, worst: int = 10) -> str:
+    outside = sum(report.unknown_classes.values())
+    out = [
+        f"{report.cases} cases: {report.failures} failed runs, {report.healthy_clean.total} healthy"
+        + (f", {outside} failed runs of classes with no signature yet (counted apart)" if outside else ""),
         "",
     ]
-    for name in FIGURES:
-        ratio = getattr(report, name)
-        limit = thresholds.get(name)
-        mark = "" if limit is None else f"  (threshold {limit:.3f}{', BELOW' if report.below({name: limit}) else ''})"
-        out.append(f"{name:<17} {ratio}{mark}")
+    out += _figure_lines(report, thresholds)
     if report.layers:
         out += ["", "by layer (top-1, top-3):"]
         for layer, (top1, top3) in report.layers.items():
@@ -191,6 +315,8 @@ def render_text(report: Report, thresholds: Mapping[str, float], *, worst: int =
     if report.tags:
         out += ["", "by kind of log (right or clean / cases):"]
         out += [f"  {t:<17} {ratio}" for t, ratio in report.tags.items()]
+    out += _sight_lines(report.first_sight)
+    out += _coverage_lines(report.coverage)
     failed = report.below(thresholds)
     out += ["", "FAILED: " + "; ".join(failed) if failed else "all figures at or above their thresholds"]
     return "\n".join(out) + "\n"
@@ -228,6 +354,19 @@ def render_json(report: Report, thresholds: Mapping[str, float]) -> str:
             }
             for name in FIGURES
         },
+        "parts": {
+            scope: {
+                name: {
+                    "value": getattr(part, name).value,
+                    "hits": getattr(part, name).hits,
+                    "total": getattr(part, name).total,
+                    "threshold": thresholds.get(name if scope == ESTABLISHED else f"{scope}.{name}"),
+                }
+                for name in FIGURES
+            }
+            for scope, part in report.parts.items()
+            if len(report.parts) > 1
+        },
         "layers": {
             layer: {"top1": top1.value, "top3": top3.value, "cases": top1.total}
             for layer, (top1, top3) in report.layers.items()
@@ -240,6 +379,8 @@ def render_json(report: Report, thresholds: Mapping[str, float]) -> str:
             {"case": m.case, "expected": m.expected, "got": m.got, "ranked": list(m.ranked)} for m in report.misses
         ],
         "unknown_classes": dict(report.unknown_classes),
+        "first_sight": [_sight_json(g) for g in report.first_sight],
+        "coverage_by_ecosystem": [_sight_json(g) for g in report.coverage],
         "tags": {t: {"value": r.value, "hits": r.hits, "total": r.total} for t, r in report.tags.items()},
         "below": report.below(thresholds),
         "outcomes": [

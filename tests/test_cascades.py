@@ -12,13 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import regex
 
 from app.core import diagnose, load_library
 from app.core.knowledge.loading import Library, load_signatures
 
 SIGNATURES = Path(__file__).resolve().parents[1] / "signatures"
 LOADED = {sig.id: sig for _, sig in load_signatures(SIGNATURES)[0]}
-ROOTS = sorted(i for i, s in LOADED.items() if s.role not in ("collateral", "benign"))
 BENIGN = sorted(i for i, s in LOADED.items() if s.role == "benign")
 
 ECHOES = """\
@@ -46,6 +46,13 @@ Root Cause (first observed failure):
 ============================================================
 """
 
+# A signature that declares the echoes exclude it (a hang without an error is no longer one once
+# the watchdog has raised) cannot initiate beneath them: the echo is then the failure.
+EXCLUDED_BY_ECHOES = sorted(
+    i for i, s in LOADED.items() if any(regex.search(ex.regex, ECHOES, regex.M) for ex in s.excludes)
+)
+ROOTS = sorted(i for i, s in LOADED.items() if s.role not in ("collateral", "benign") and i not in EXCLUDED_BY_ECHOES)
+
 
 @pytest.fixture(scope="module")
 def library() -> Library:
@@ -67,6 +74,13 @@ def test_the_root_failure_initiates_and_the_echoes_are_collateral(sig_id: str, l
     assert d.initiating is not None and d.initiating.id == sig_id, [(c.id, c.role, c.line) for c in d.candidates]
     echoes = {c.id: c.role for c in d.candidates if c.id in ("dist.child_failed", "dist.sigterm_collateral")}
     assert set(echoes.values()) <= {"collateral"}
+
+
+@pytest.mark.parametrize("sig_id", EXCLUDED_BY_ECHOES)
+def test_a_signature_the_echoes_exclude_gives_way_to_them(sig_id: str, library: Library) -> None:
+    d = diagnose(cascade(sig_id).encode(), library)
+    assert sig_id not in {c.id for c in d.candidates}
+    assert d.initiating is not None and d.initiating.id == "nccl.watchdog_timeout"
 
 
 def test_the_cascade_without_a_root_names_the_timeout(library: Library) -> None:

@@ -293,3 +293,77 @@ def test_corpus_add_writes_a_local_prefix_under_its_neutral_name(tmp_path: Path,
     assert "/opt/venv/lib/python3.11/site-packages/torch" in stored and "/srv/gen" not in stored
     bad = run(*base, "--replace", "--alias", "no-equals-sign")
     assert bad.exit_code == 2 and "LOCAL=NEUTRAL" in bad.output
+
+
+def test_corpus_add_records_what_the_library_said_at_first_sight(tmp_path: Path, library: Library) -> None:
+    """The first sight is taken on the log as committed (redacted), and kept with the sampling that found it."""
+    log = tmp_path / "paste.txt"
+    log.write_bytes(example(library, "cuda.oom"))
+    args = ["corpus", "add", "gh-o-r-7", str(log), "--corpus", str(tmp_path / "c"), "--expected", "cuda.oom"]
+    args += ["--source", "https://github.com/o/r/issues/7", "--notes", "the thread found a batch too large"]
+    sampled = ["--batch", "2026-12-a", "--query", "pytorch out of memory", "--position", "3", "--ecosystem", "pytorch"]
+    assert run(*args, *sampled).exit_code == 0
+    spec = yaml.safe_load((tmp_path / "c" / "cases" / "gh-o-r-7" / CASE_FILE).read_text())
+    first = spec["first_sight"]
+    assert first["ranked"][0] == "cuda.oom" and "cuda.oom" in first["likely"] and first["known"] is True
+    assert first["library"] == library.version and len(first["added"]) == 10
+    assert spec["sampled"] == {
+        "batch": "2026-12-a",
+        "query": "pytorch out of memory",
+        "position": 3,
+        "ecosystem": "pytorch",
+    }
+    half = run(*args[:3], "gh-o-r-8", *args[4:], "--batch", "b")
+    assert half.exit_code == 2 and "go together" in half.output
+
+
+def test_first_sight_is_kept_when_the_label_is_a_class_with_no_signature_yet(tmp_path: Path, library: Library) -> None:
+    log = tmp_path / "paste.txt"
+    log.write_bytes(
+        b"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate\n"
+    )
+    args = ["corpus", "add", "gh-o-r-9", str(log), "--corpus", str(tmp_path / "c"), "--expected", "xla.oom"]
+    assert run(*args, "--source", "https://github.com/o/r/issues/9", "--notes", "the TPU ran out of HBM").exit_code == 0
+    first = yaml.safe_load((tmp_path / "c" / "cases" / "gh-o-r-9" / CASE_FILE).read_text())["first_sight"]
+    assert first["known"] is False
+
+
+def test_corpus_import_adds_every_staged_case_with_its_first_sight(tmp_path: Path, library: Library) -> None:
+    staged = tmp_path / "staged"
+    for case_id, sig_id in (("gh-a-b-1", "cuda.oom"), ("gh-a-b-2", "checkpoint.truncated")):
+        (staged / case_id).mkdir(parents=True)
+        (staged / case_id / "log.txt").write_bytes(example(library, sig_id))
+        spec = {
+            "source": f"https://github.com/a/b/issues/{case_id[-1]}",
+            "expected": sig_id,
+            "notes": "what the thread found",
+        }
+        spec["sampled"] = {"batch": "t", "query": "a b crash", "position": int(case_id[-1])}
+        (staged / case_id / CASE_FILE).write_text(yaml.safe_dump(spec))
+    (staged / "gh-a-b-3").mkdir()
+    (staged / "gh-a-b-3" / "log.txt").write_text("x\n")
+    (staged / "gh-a-b-3" / CASE_FILE).write_text("source: nowhere\n")
+    root = tmp_path / "c"
+    result = run("corpus", "import", str(staged), "--corpus", str(root))
+    assert result.exit_code == 1 and "added 2 cases" in result.output and "gh-a-b-3" in result.output
+    again = run("corpus", "import", str(staged), "--corpus", str(root))
+    assert "added 0 cases; 2 were in the corpus already" in again.output
+    cases = load_corpus(root)
+    assert [c.spec.first_sight.ranked[0] for c in cases if c.spec.first_sight] == ["cuda.oom", "checkpoint.truncated"]
+    report = run("eval", str(root), "--format", "json")
+    groups = {g["label"]: g for g in json.loads(report.output)["first_sight"]}
+    assert groups["all"]["then"]["top1"]["hits"] == 2 and groups["batch t"]["known"] == 2
+    text = run("eval", str(root)).output
+    assert "first sight:" in text and "then  top-1 1.000 (2/2)" in text
+
+
+def test_scoped_thresholds_are_read_and_checked(small_corpus: Path, signatures_dir: Path) -> None:
+    (small_corpus / "thresholds.yaml").write_text("top1: 0.5\nsampled:\n  top1: 0.9\n")
+    result = run("eval", str(small_corpus), "--signatures", str(signatures_dir))
+    assert result.exit_code == 0, result.output  # no sampled case: nothing holds the scoped figure
+    (small_corpus / "thresholds.yaml").write_text("sampled: 0.9\n")
+    bad = run("eval", str(small_corpus), "--signatures", str(signatures_dir))
+    assert bad.exit_code == 2 and "sampled must map figure names" in bad.output
+    (small_corpus / "thresholds.yaml").write_text("sampled:\n  top_one: 0.9\n")
+    bad = run("eval", str(small_corpus), "--signatures", str(signatures_dir))
+    assert bad.exit_code == 2 and "unknown figure 'sampled.top_one'" in bad.output

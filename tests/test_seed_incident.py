@@ -117,3 +117,20 @@ def test_a_line_of_it_pasted_alone_gets_its_one_plausible_meaning(library: Libra
     assert [c.id for c in d.candidates] == [expected]
     if expected != "redis.wrong_type":  # the pipeline error names an INCR: that is context enough
         assert d.candidates[0].band == "possible"
+
+
+WRITE_UP = CASES / "seed-redis-checkpoint-cache" / "log.txt"
+
+
+def test_the_incident_as_its_write_up_printed_it_is_explained_line_by_line(library: Library) -> None:
+    """The six lines of the write-up: the Redis host's failed snapshot first, every line someone's."""
+    d = diagnose(WRITE_UP, library)
+    first = d.candidates[0]
+    assert (first.id, first.role, first.band) == ("redis.persistence_failed", "initiating", "likely")
+    assert {e.line for e in first.evidence} == {1, 2}
+    assert first.facts["save_error"] == "Write error: No space left on device"
+    owners = {e.line: c.id for c in d.candidates for e in c.evidence}
+    assert sorted(owners) == [1, 2, 3, 4, 5, 6] and d.unexplained == []
+    roles = {c.id: (c.role, c.caused_by) for c in d.candidates}
+    assert roles["checkpoint.truncated"] == ("collateral", "redis.persistence_failed")
+    assert owners[4] == "redis.binary_decode" and owners[6] == "redis.wrong_type"

@@ -32,7 +32,9 @@ def test_lint_is_clean() -> None:
 
 def test_every_taxonomy_id_has_a_file() -> None:
     taxonomy = load_taxonomy(SIGNATURES / "taxonomy.yaml")
-    assert sorted(set(taxonomy.layers) - set(BY_ID)) == []
+    # A candidate is a failure sampled threads showed and no signature covers yet; it must not have a file.
+    assert sorted(set(taxonomy.layers) - set(BY_ID) - taxonomy.candidates) == []
+    assert sorted(taxonomy.candidates & set(BY_ID)) == []
 
 
 @pytest.mark.parametrize("sig_id", sorted(BY_ID))

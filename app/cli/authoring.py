@@ -24,8 +24,9 @@ from app.errors import LibraryError, TraceloreError
 @click.argument("path", type=click.Path(exists=True, path_type=Path), required=False)
 @click.option("--skip", multiple=True, help="Skip a check by id (e.g. backtracking, examples).")
 @click.option("--fail-on-warnings", is_flag=True, help="Exit 1 on warnings too.")
-def lint_command(path: Path | None, skip: tuple[str, ...], fail_on_warnings: bool) -> None:
-    """Check signature files: schema, patterns, references, taxonomy, examples."""
+@click.option("--inventory", is_flag=True, help="Also print the raise sites listed per layer.")
+def lint_command(path: Path | None, skip: tuple[str, ...], fail_on_warnings: bool, inventory: bool) -> None:
+    """Check signature files: schema, patterns, references, taxonomy, examples, raise sites."""
     root = path or current().settings.signatures_dir
     root = root.resolve()
     folder = root if root.is_dir() else root.parent
@@ -38,6 +39,8 @@ def lint_command(path: Path | None, skip: tuple[str, ...], fail_on_warnings: boo
     for issue in report.issues:
         click.echo(str(issue), err=issue.severity == "error")
     click.echo(report.summary())
+    if inventory:
+        click.echo(report.inventory())
     if report.errors or (fail_on_warnings and report.warnings):
         sys.exit(1)
 

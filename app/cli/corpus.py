@@ -6,14 +6,20 @@ Registered on the `tracelore` group by app/cli/__init__.py.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from pydantic import ValidationError
 
 from app.cli.context import current
 from app.cli.options import SIGNATURES
-from app.corpus import CaseSpec, CorpusError, add_case
+from app.corpus import CaseSpec, CorpusError, FirstSight, Sampling, add_case
+
+if TYPE_CHECKING:
+    from app.core.knowledge.loading import Library
 
 DEFAULT_CORPUS = Path("tests/corpus")
 
@@ -35,6 +41,14 @@ def corpus() -> None:
     """The corpus of labelled real logs that `tracelore eval` measures the library on."""
 
 
+def _judge(library: Library, expected: str) -> Callable[[Sequence[tuple[str, bytes]]], FirstSight]:
+    """What records a new case's first sight: the library as it is now, on the logs as committed."""
+    from app.evaluate import first_sight_of
+
+    today = datetime.now(UTC).date()
+    return lambda logs: first_sight_of(logs, library, expected=expected, today=today)
+
+
 @corpus.command("add")
 @click.argument("case_id", metavar="CASE")
 @click.argument("logs", nargs=-1, required=True)
@@ -53,6 +67,11 @@ def corpus() -> None:
     metavar="LOCAL=NEUTRAL",
     help="Write a local path prefix under a neutral name, e.g. a virtualenv: --alias $VIRTUAL_ENV=/opt/venv.",
 )
+@click.option("--batch", default=None, help="The sampled batch the case belongs to (with --query and --position).")
+@click.option("--query", default=None, help="The search that found the thread.")
+@click.option("--position", type=click.IntRange(min=1), default=None, help="Where in that search's results it was.")
+@click.option("--ecosystem", default=None, help="The project or ecosystem the query was about.")
+@SIGNATURES
 def corpus_add(
     case_id: str,
     logs: tuple[str, ...],
@@ -65,12 +84,21 @@ def corpus_add(
     root: Path,
     replace: bool,
     aliases: tuple[str, ...],
+    batch: str | None,
+    query: str | None,
+    position: int | None,
+    ecosystem: str | None,
+    signatures: Path | None,
 ) -> None:
     """Add CASE to the corpus from LOGS (a file, several per-rank *.log files, or - for stdin).
 
     The log is redacted with Tracelore's own rules before it is written; apart from the path
-    prefixes given with --alias, nothing else is changed.
+    prefixes given with --alias, nothing else is changed. What the library says of it now is
+    recorded in the case as its first sight (`tracelore eval` reports those figures apart).
     """
+    sampled = (batch, query, position)
+    if any(v is not None for v in sampled) and not all(v is not None for v in sampled):
+        raise click.UsageError("--batch, --query and --position go together")
     try:
         spec = CaseSpec(
             source=source,
@@ -79,6 +107,9 @@ def corpus_add(
             also_ok=_ids(also_ok),
             notes=notes,
             tags=tags,
+            sampled=Sampling(batch=batch, query=query, position=position, ecosystem=ecosystem)
+            if batch is not None and query is not None and position is not None
+            else None,
         )
     except ValidationError as exc:
         raise click.ClickException("; ".join(e["msg"] for e in exc.errors())) from exc
@@ -89,11 +120,49 @@ def corpus_add(
         except OSError as exc:
             raise click.ClickException(f"cannot read {name}: {exc.strerror}") from exc
         pairs.append((name, data))
+    judge = _judge(current().library(signatures), spec.expected)
     try:
-        case = add_case(root, case_id, pairs, spec, replace=replace, aliases=_aliases(aliases))
+        case = add_case(root, case_id, pairs, spec, replace=replace, aliases=_aliases(aliases), first_sight=judge)
     except CorpusError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"added {case.id}: {', '.join(p.name for p in case.logs)} ({spec.expected})")
+
+
+@corpus.command("import")
+@click.argument("staged", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--corpus", "root", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CORPUS)
+@SIGNATURES
+def corpus_import(staged: Path, root: Path, signatures: Path | None) -> None:
+    """Add every case staged under STAGED: folders laid out as corpus cases (`case.yaml` and the logs).
+
+    Each is redacted and gets its first sight, as with `corpus add`; a folder whose case exists
+    in the corpus already is left out and named. Nothing is written for a folder whose
+    `case.yaml` is invalid; the others are added (exit 1 names what was not).
+    """
+    from app.corpus import case_logs, read_spec
+
+    library = current().library(signatures)
+    problems: list[str] = []
+    added = kept = 0
+    for folder in sorted(p for p in staged.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        try:
+            spec = read_spec(folder)
+            pairs = [(p.name, p.read_bytes()) for p in case_logs(folder)]
+            if spec.first_sight is not None:
+                raise CorpusError([f"{folder.name}: a staged case has no first sight yet (it is recorded here)"])
+            add_case(root, folder.name, pairs, spec, first_sight=_judge(library, spec.expected))
+        except CorpusError as exc:
+            if (root / "cases" / folder.name).exists():
+                kept += 1
+                click.echo(f"in the corpus already: {folder.name}", err=True)
+            else:
+                problems.extend(exc.problems)
+            continue
+        added += 1
+    click.echo(f"added {added} cases" + (f"; {kept} were in the corpus already" if kept else ""))
+    if problems:
+        click.echo("not added:\n  " + "\n  ".join(problems), err=True)
+        sys.exit(1)
 
 
 @click.command("eval")

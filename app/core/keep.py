@@ -19,11 +19,18 @@ from app.core.engine.reader import decode, iter_chunks, strip_ansi
 from app.core.engine.sniff import SNIFF, check_text
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis, Window, WindowLine
-from app.core.redaction.redactor import DEFAULT, Redactor
+from app.core.redaction.redactor import DEFAULT, Budget, OverBudget, Redactor
 from app.core.selection.excerpt import Excerpt, diagnose_excerpt, excerpt_windows
 from app.core.stored import StoredDiagnosis
 
 MAX_WINDOW_LINES = 2000  # context lines kept per diagnosis, whatever the evidence
+# Work the redaction of a whole log to be kept may take (app.core.redaction.redactor.Budget: a unit is
+# a line the gate flags, a line through the rules or a match looked at, a microsecond or two each):
+# enough for any log people keep (a generated 10 MB training log needs none, a corpus log a few per
+# KiB), while a log made of secret-like tokens, which took 100x the CPU of an ordinary one (issue
+# #38), stops there and is not kept whole: its diagnosis and windows are kept as always.
+REDACTION_FLOOR = 1 << 16
+REDACTION_PER_MIB = 1 << 14
 
 Logs = Sequence[tuple[str | None, BinaryIO]]
 
@@ -40,22 +47,30 @@ def _hash(files: Sequence[BinaryIO]) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def compress_redacted(logs: Logs, redactor: Redactor) -> tuple[bytes, dict[str, int]]:
+def compress_redacted(logs: Logs, redactor: Redactor) -> tuple[bytes | None, dict[str, int]]:
     """The whole log as kept: decoded, ANSI stripped, secrets redacted line by line, gzip-compressed.
 
     Several logs are kept one after the other (by name), each under a `==> name <==` line (as `tail` prints them).
+    None when redacting it would take more than its budget (REDACTION_FLOOR and REDACTION_PER_MIB).
     """
     packer = zlib.compressobj(6, zlib.DEFLATED, 31)
-    stream = redactor.stream()
+    budget = Budget(REDACTION_FLOOR)
+    stream = redactor.stream(budget)
     parts = []
-    for name, file in logs:
-        if len(logs) > 1:
-            parts.append(packer.compress(f"==> {name} <==\n".encode()))
-        for chunk in iter_chunks(file):
-            # The whole chunk at once: one scan finds the few lines a rule could touch.
-            text = chunk.data.decode("utf-8", errors="replace").replace("\x00", "").replace("\x1b", "")
-            parts.append(packer.compress(redactor.text(text, stream).text.encode("utf-8")))
-        file.seek(0)
+    try:
+        for name, file in logs:
+            if len(logs) > 1:
+                parts.append(packer.compress(f"==> {name} <==\n".encode()))
+            for chunk in iter_chunks(file):
+                budget.grant(len(chunk.data) * REDACTION_PER_MIB >> 20)
+                # The whole chunk at once: one scan finds the few lines a rule could touch.
+                text = chunk.data.decode("utf-8", errors="replace").replace("\x00", "").replace("\x1b", "")
+                parts.append(packer.compress(redactor.text(text, stream).text.encode("utf-8")))
+            file.seek(0)
+    except OverBudget:
+        for _, file in logs:
+            file.seek(0)
+        return None, {}
     parts.append(packer.flush())
     return b"".join(parts), dict(sorted(stream.counts.items()))
 

@@ -87,6 +87,9 @@ class Line(_Frozen):
     time: LogTime | None = None
     content_start: int = Field(0, description="offset in text where launcher prefixes end")
     cut: int = Field(0, description="bytes cut from this line by the length cap")
+    rewrapped: int = Field(
+        0, description="the console width this line's message had been hard-wrapped at; it is read rejoined"
+    )
 
 
 class Evidence(_Frozen):
@@ -101,7 +104,10 @@ class Evidence(_Frozen):
         description='character offsets of the match in text, without the separators it begins with ("] ", ": ")'
     )
     pattern: str = Field(description="name of the fingerprint or symptom that matched")
-    kind: Literal["fingerprint", "symptom"]
+    kind: Literal["fingerprint", "symptom", "context"] = Field(
+        description="context: a line that made an indirect clue count (the frame or operation a generic error was"
+        " raised in)"
+    )
 
 
 class Candidate(_Frozen):
@@ -226,6 +232,12 @@ ENV_LABELS = {
     "ranks_per_node": "ranks per node",
     "launcher": "launcher",
     "job_id": "Slurm job",
+    "jax": "JAX",
+    "jaxlib": "jaxlib",
+    "tensorflow": "TensorFlow",
+    "keras": "Keras",
+    "rocm": "ROCm (HIP) of the PyTorch build",
+    "macos": "macOS",
 }
 
 
@@ -287,10 +299,34 @@ class InputInfo(_Frozen):
     start: LogTime | None = None
     end: LogTime | None = None
     cut_lines: int = Field(0, description="extracted lines shortened by the line cap")
+    unreadable_lines: int = Field(
+        0,
+        description="lines read (each file's ends and every line a pattern picked) holding text that could not be"
+        " decoded (U+FFFD): a console's code page pasted as UTF-8, or bytes of another encoding",
+    )
+    rejoined_lines: int = Field(0, description="lines holding a message a console had hard-wrapped, read rejoined")
     versions: dict[str, str] = Field(default_factory=dict, description="versions found")
     excerpt: ExcerptInfo | None = Field(
         None, description="set when only an excerpt was received; bytes and lines are then the original log's"
     )
+
+    def reading_notes(self) -> list[str]:
+        """What the reader had to do with the text, for the person reading the diagnosis."""
+        notes = []
+        if self.unreadable_lines:
+            n = self.unreadable_lines
+            notes.append(
+                f"{n} line{'s' if n > 1 else ''} held text that could not be read (replacement characters, U+FFFD):"
+                " typically a Windows console's code page (GBK, Shift-JIS, cp1252) pasted as UTF-8."
+                " The readable lines were diagnosed."
+            )
+        if self.rejoined_lines:
+            n = self.rejoined_lines
+            notes.append(
+                f"{n} message{'s' if n > 1 else ''} a console had hard-wrapped at a fixed width"
+                f" {'were' if n > 1 else 'was'} read rejoined."
+            )
+        return notes
 
 
 class WindowLine(_Frozen):

@@ -106,7 +106,11 @@ def test_nothing_is_reported_that_the_log_does_not_show(shipped_library: Library
         d = diagnose_many([(p.name, p) for p in case.logs], shipped_library, threads=1)
         texts = {p.name: p.read_bytes().decode("utf-8", errors="replace").split("\n") for p in case.logs}
         for fact in d.environment.facts:
-            raw = texts[fact.file or case.logs[0].name][fact.line - 1]
+            lines = texts[fact.file or case.logs[0].name]
+            raw = lines[fact.line - 1]
+            if len(fact.text) > len(raw.rstrip("\r")) and fact.text.startswith(raw.rstrip("\r")[:200]):
+                # a message a console hard-wrapped, read rejoined: the lines it was wrapped onto state it too
+                raw = "".join(line.rstrip("\r") for line in lines[fact.line - 1 : fact.line + 40])
             assert _shown_by(fact, raw), (case_dir.name, fact)
             seen += 1
         assert d.environment.conflicts == [], case_dir.name  # no corpus job mixes versions or GPUs
@@ -425,3 +429,22 @@ def test_version_notes_of_the_new_ranges(
     assert advice in c.versions[0]
     bare = next(c for c in _case(case_id, shipped_library).candidates if c.id == signature)
     assert bare.versions == [] and bare.confidence == c.confidence
+
+
+def test_other_runtimes_versions_are_facts(shipped_library: Library) -> None:
+    """JAX's print_environment_info, TensorFlow's version, a ROCm build of PyTorch, macOS (where MPS runs)."""
+    log = (
+        b"jax:    0.4.25\njaxlib: 0.4.25\ntensorflow-gpu==2.10.1\ntf_keras==2.15.1\n"
+        b"ROCM used to build PyTorch: 6.0.32830-d62f6a171\nOS: macOS 14.2.1 (arm64)\n"
+        b"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8 bytes.\n"
+    )
+    d = diagnose(log, shipped_library)
+    assert d.input.versions == {
+        "jax": "0.4.25",
+        "jaxlib": "0.4.25",
+        "tensorflow": "2.10.1",
+        "keras": "2.15.1",
+        "rocm": "6.0.32830",
+        "macos": "14.2.1",
+    }
+    assert [f.line for f in d.environment.facts if f.name in ("jax", "rocm")] == [1, 5]

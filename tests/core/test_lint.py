@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.core.knowledge.lint import Taxonomy, lint
+from app.core.knowledge.lint import Taxonomy, lint, load_taxonomy
 from app.core.knowledge.loading import Library, load_library
 from app.errors import LibraryError
 
@@ -25,6 +25,14 @@ def good(id: str = "cuda.oom", **fields: Any) -> dict[str, Any]:
         "match": [{"log": "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", "source": "test"}],
         "no_match": [{"log": "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "source": "test"}],
     }
+    data["raise_sites"] = [
+        {
+            "project": "pytorch",
+            "where": "c10/cuda/CUDACachingAllocator.cpp (malloc)",
+            "versions": "all",
+            "message": "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        }
+    ]
     data.update(fields)
     return data
 
@@ -140,6 +148,22 @@ def test_taxonomy_layers_and_coverage(tmp_path: Path) -> None:
     ]
 
 
+def test_a_candidate_class_needs_no_file_until_it_has_one(tmp_path: Path) -> None:
+    """A failure seen in the wild with no signature yet is listed, not a gap; once written, its status goes."""
+    write(tmp_path, good())
+    taxonomy_file = tmp_path / "taxonomy.yaml"
+    taxonomy_file.write_text(
+        "memory:\n"
+        "  - {id: cuda.oom, title: t, hint: h, status: candidate, seen: [https://e.org/1]}\n"
+        "  - {id: npu.oom, title: t, hint: h, status: candidate, seen: [https://e.org/2]}\n"
+    )
+    taxonomy = load_taxonomy(taxonomy_file)
+    assert taxonomy.candidates == {"cuda.oom", "npu.oom"}
+    assert messages(tmp_path, taxonomy=taxonomy) == [
+        "warning: cuda.oom has a signature now: drop its `status: candidate` in the taxonomy"
+    ]
+
+
 def test_load_library_raises_with_every_issue(tmp_path: Path) -> None:
     write(tmp_path, good(summary=None))
     write(tmp_path, good(id="x.y", layer="x", title=None), name="x.y", layer="x")
@@ -163,3 +187,32 @@ def test_a_fact_not_every_fingerprint_captures_must_be_optional(tmp_path: Path, 
     path.write_text(text.replace("[[; the failing request was {requested}]]", "; the failing request was {requested}"))
     report = lint(root)
     assert any("{requested}, which not every fingerprint captures" in i.message for i in report.issues)
+
+
+def test_a_raise_site_whose_message_is_not_recognised_fails_the_lint(tmp_path: Path) -> None:
+    sites = [
+        {
+            "project": "pytorch",
+            "where": "c10/cuda/CUDACachingAllocator.cpp (malloc)",
+            "versions": ">=1.0",
+            "template": "CUDA out of memory. Tried to allocate {size}",
+            "message": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+        },
+        {"project": "pytorch", "where": "the XPU allocator", "versions": ">=2.5", "message": "XPU out of memory."},
+    ]
+    write(tmp_path, good(raise_sites=sites))
+    report = lint(tmp_path)
+    found = [f"{i.severity}: {i.message}" for i in report.issues]
+    assert found == [
+        "error: raise_sites[1] (pytorch, the XPU allocator): its message is not recognised as cuda.oom; got nothing"
+    ]
+    assert report.raise_sites == {"memory": (1, 1, 2)}
+    assert "2 listed, for 1 of 1 signatures" in report.inventory()
+    assert lint(tmp_path, skip=["raise_sites"]).issues == []
+
+
+def test_a_failure_without_a_raise_site_inventory_fails_the_lint(tmp_path: Path) -> None:
+    write(tmp_path, good(raise_sites=[]))
+    assert "error: no raise_sites: list where upstream raises or logs this failure" in messages(tmp_path)
+    write(tmp_path, good(raise_sites=[], role="benign"))
+    assert not any("raise_sites" in m for m in messages(tmp_path))

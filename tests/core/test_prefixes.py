@@ -43,6 +43,14 @@ CASES = [
     # NCCL's "[2]" is the CUDA device the process uses (cudaGetDevice, src/debug.cc), not a rank
     ("node1:1234:5678 [2] NCCL INFO Bootstrap", None, "node1", None, "NCCL INFO Bootstrap"),
     ("[12345.678901] NVRM: Xid (PCI:0000:3b:00): 79", None, None, None, "NVRM: Xid (PCI:0000:3b:00): 79"),
+    # dmesg -T prints the time with its year (util-linux's ctime form)
+    (
+        "[Tue Jan  9 07:12:31 2024] NVRM: Xid (PCI:0000:3b:00): 79",
+        None,
+        None,
+        datetime(2024, 1, 9, 7, 12, 31),
+        "NVRM: Xid (PCI:0000:3b:00): 79",
+    ),
     (
         "Jun 14 10:12:33 node7 kernel: [12345.678] Out of memory",
         None,

@@ -169,3 +169,16 @@ def test_an_unrecognised_start_offers_entries_worded_like_it(library: Library) -
 
 def test_a_line_that_shares_no_telling_word_suggests_nothing(library: Library) -> None:
     assert library.similar.nearest("Traceback (most recent call last): see above, error 12 at 0x7f3a") == []
+
+
+def test_an_emitted_message_may_be_indented_but_not_quoted() -> None:
+    """A paste often indents a line; a quote of the message in code or prose is not the tool printing it."""
+    from app.core.engine.diagnose import diagnose
+
+    from .conftest import library, signature
+
+    lib = library(
+        signature("proc.segfault", ("shell", r"Segmentation fault(?: \(core dumped\))?$", 0.85), source="emitted")
+    )
+    assert [c.id for c in diagnose(b"   Segmentation fault (core dumped)\n", lib).candidates] == ["proc.segfault"]
+    assert diagnose(b'    print("boom: Segmentation fault")\n', lib).candidates == []

@@ -112,6 +112,7 @@ def assemble(
     times = sorted(line.time for scan in scans for line in picked_lines(scan) if line.time is not None)
     ranks = sorted({e.rank for c in candidates for e in c.evidence if e.rank is not None})
     cut = {(s.index, h.line.no) for s in scans for ph in s.hits.values() for h in ph.first if h.line.cut}
+    read = {(s.index, line.no): line for s in scans for line in picked_lines(s)}.values()
     unexplained_lines = unexplained(library, scans, (f.sig.id for f in found))
     # Its parts are validated models and new lists of them: validating them again would only
     # build Diagnosis's schema, which a text report never needs (JSON builds it when asked).
@@ -125,6 +126,8 @@ def assemble(
             start=times[0] if times else None,
             end=times[-1] if times else None,
             cut_lines=len(cut),
+            unreadable_lines=sum(1 for line in read if "\ufffd" in line.text),
+            rejoined_lines=sum(1 for line in read if line.rewrapped),
             versions={name: fact.value for name, fact in versions.items() if name in VERSIONED},
         ),
         candidates=candidates,

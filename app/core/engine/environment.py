@@ -42,6 +42,12 @@ VERSIONED = (
     "numpy",
     "lightning",
     "datasets",
+    "jax",
+    "jaxlib",
+    "tensorflow",
+    "keras",
+    "rocm",
+    "macos",
 )
 
 # A version quoted in a requirement is not the one installed: "requires torch 2.1 or later".
@@ -73,9 +79,20 @@ _LAUNCHERS = (
 _DRIVER_FOR_MAJOR = {11: (450, 80, 2), 12: (525,), 13: (580,)}
 
 
+# Distributions of one package under several names: the fact is the package.
+_PACKAGE_NAMES = {
+    "pytorch_lightning": "lightning",
+    "tensorflow_gpu": "tensorflow",
+    "tensorflow_cpu": "tensorflow",
+    "tensorflow_macos": "tensorflow",
+    "tf_keras": "keras",
+    "paddlepaddle_gpu": "paddlepaddle",
+}
+
+
 def _package(name: str) -> str:
     name = name.lower().replace("-", "_")
-    return "lightning" if name == "pytorch_lightning" else name
+    return _PACKAGE_NAMES.get(name, name)
 
 
 def _cuda_of_local(torch: str) -> str | None:

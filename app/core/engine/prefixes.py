@@ -67,6 +67,17 @@ def _syslog(m: re.Match[str]) -> datetime | None:
         return None
 
 
+def _ctime(m: re.Match[str]) -> datetime | None:
+    # dmesg -T: "[Tue Jan  9 07:12:31 2024]", with its year.
+    clock = m["clock"]
+    try:
+        return datetime(
+            int(m["year"]), _MONTHS[m["mon"]], int(m["day"]), int(clock[:2]), int(clock[3:5]), int(clock[6:8])
+        )
+    except (KeyError, ValueError):
+        return None
+
+
 _ZERO = datetime(2000, 1, 1) - datetime(2000, 1, 1)
 
 
@@ -138,6 +149,13 @@ RULES: tuple[PrefixRule, ...] = (
     _rule("journal_host", r"(?P<host>[\w.-]{1,63}) kernel: "),
     # kernel ring buffer (dmesg): "[12345.678901] "
     _rule("kernel", r"\[\s{0,12}\d{1,10}\.\d{1,9}\] ?"),
+    # dmesg -T (human times): "[Tue Jan  9 07:12:31 2024] "
+    _rule(
+        "kernel_ctime",
+        r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+        r" (?P<day>[ \d]\d) (?P<clock>\d\d:\d\d:\d\d) (?P<year>\d{4})\] ?",
+        _ctime,
+    ),
     # docker compose logs: "trainer-1  | " (v2) or "trainer_1  | " (v1); the service is not a rank
     _rule("compose", r"(?P<service>[a-z0-9][\w.-]{0,62}[-_]\d{1,4})[ ]{1,40}\| "),
     # DeepSpeed launcher / pdsh: "worker-1: " (a host name holds a digit)

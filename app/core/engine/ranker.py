@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from app.core.engine.clues import CLUE_CAP, clue_note, rewrap_notes, unique_context
 from app.core.engine.environment import judge_versions
 from app.core.engine.file_scan import FileScan, LineHit, PatternHits
 from app.core.engine.fill import fill
@@ -66,7 +67,9 @@ class _Judge:
     def valid(self, sig: Signature, pattern: Pattern, hit: LineHit) -> str | None:
         """Why a hit does not count, or None when it does."""
         emitted = (pattern.source or sig.source) == "emitted"
-        if emitted and hit.span[0] > hit.line.content_start:
+        # Indentation is not content: a paste often indents a line (a markdown list, a UI's copy).
+        start = hit.line.content_start
+        if emitted and hit.span[0] > start and hit.line.text[start : hit.span[0]].strip():
             return f"{pattern.name}: not at the start of the line's content (source: emitted)"
         window = pattern.window or sig.window
         no = hit.line.no
@@ -81,6 +84,19 @@ class _Judge:
             if lines is not None and _near(lines, no, sig.window.before, sig.window.after):
                 return f"{pattern.name}: vetoed by exclude {ex.regex!r} ({ex.reason})"
         return None
+
+    def context(self, sig: Signature, pattern: Pattern, hit: LineHit) -> list[LineHit]:
+        """The companion lines that made a clue count: the nearest line of each within the window."""
+        window = pattern.window or sig.window
+        no = hit.line.no
+        found = []
+        for companion in pattern.near:
+            idx = self.library.index.get(companion)
+            hits = self.scan.hits.get(idx) if idx is not None else None
+            inside = [h for h in hits.first if no - window.before <= h.line.no <= no + window.after] if hits else []
+            if inside:
+                found.append(min(inside, key=lambda h: abs(h.line.no - no)))
+        return found
 
 
 # What a pattern consumes to find where the words it looks for start: the end of a prefix
@@ -108,6 +124,8 @@ def find_signatures(
     for sig in (library.signatures[sig_id] for sig_id in library.signatures if sig_id in seen):
         matched: dict[str, float] = {}
         hits: list[tuple[FileScan, LineHit, Pattern, str]] = []
+        clues: list[tuple[FileScan, LineHit, Pattern]] = []
+        context: list[tuple[FileScan, LineHit, Pattern, str]] = []
         last_line: dict[int, int] = {}
         count = 0
         reasons: list[str] = []
@@ -128,6 +146,9 @@ def find_signatures(
                             hits.append((scan, hit, pattern, kind))
                     if not valid:
                         continue
+                    if pattern.clue is not None and kind == "fingerprint":
+                        clues.append((scan, valid[0], pattern))
+                        context += [(scan, c, pattern, "context") for c in judge.context(sig, pattern, valid[0])]
                     matched[pattern.name] = pattern.weight
                     if kind == "fingerprint":
                         # Hits past the kept ones were not judged; trust them only if all kept ones passed.
@@ -143,9 +164,16 @@ def find_signatures(
         confidence = 1 - math.prod(1 - w for w in matched.values())
         factor, notes, version_texts = judge_versions(sig, versions, several=len(scans) > 1)
         confidence *= factor
+        notes += rewrap_notes(h[1].line for h in fingerprints)
+        if all(h[2].clue is not None for h in fingerprints):
+            # Only indirect evidence: a lead worth checking, never a verdict on its own.
+            confidence = min(confidence, CLUE_CAP)
+            notes = [clue_note(clues, context), *notes]
         fingerprints.sort(key=lambda h: (h[0].index, h[1].line.no))
         first_scan, first_hit = fingerprints[0][0], fingerprints[0][1]
-        evidence = _pick_evidence(hits)
+        evidence = sorted(
+            _pick_evidence(hits) + unique_context(context, hits, MAX_EVIDENCE), key=lambda h: (h[0].index, h[1].line.no)
+        )
         facts: dict[str, str] = {}
         for _, hit, _, _ in sorted(hits, key=lambda h: (h[3] != "fingerprint", h[0].index, h[1].line.no)):
             for key, value in hit.groups.items():

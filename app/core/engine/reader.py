@@ -17,11 +17,12 @@ import io
 import mmap
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, cast
 
 from app.core.engine.prefixes import parse_prefixes
+from app.core.engine.rewrap import rewrap, unmark
 from app.core.models import Line
 from app.core.redaction.redactor import DEFAULT, Redactor
 
@@ -51,6 +52,10 @@ class Chunk:
     mid_frame: bool  # data[0] continues a frame cut for length (not a frame start)
     newlines: int  # count of \n in data
     file: str | None = None
+    # Lines (0-based in data) that hold a message a console had hard-wrapped, rejoined
+    # (app/core/engine/rewrap.py), and the width it was wrapped at.
+    rejoined: tuple[int, ...] = ()
+    wrap_width: int = 0
 
 
 def _open(source: bytes | bytearray | memoryview | BinaryIO) -> tuple[BinaryIO, bool]:
@@ -134,8 +139,29 @@ def iter_chunks(source: Source, *, block: int = BLOCK, file: str | None = None) 
 def iter_blocks(
     source: Source, *, block: int = BLOCK, file: str | None = None, in_place_min: int = IN_PLACE_MIN
 ) -> Iterator[Chunk | Block]:
-    """`iter_chunks`, except that a large regular file comes as `Block`s to scan in place."""
-    return _pieces(source, block, file, in_place_min)
+    """`iter_chunks`, except that a large regular file comes as `Block`s to scan in place, and a
+    log of one chunk (a paste) is read as the program printed it (app/core/engine/rewrap.py)."""
+    return _rejoined(_pieces(source, block, file, in_place_min))
+
+
+def _rejoined(pieces: Iterator[Chunk | Block]) -> Iterator[Chunk | Block]:
+    first = next(pieces, None)
+    if first is None:
+        return
+    second = next(pieces, None)
+    if second is None:
+        if isinstance(first, Chunk) and not first.mid_frame:
+            unmarked = unmark(first.data)
+            if unmarked is not None:
+                first = replace(first, data=unmarked)
+            wrapped = rewrap(first.data)
+            if wrapped is not None:
+                first = replace(first, data=wrapped.data, rejoined=wrapped.joined, wrap_width=wrapped.width)
+        yield first
+        return
+    yield first
+    yield second
+    yield from pieces
 
 
 def _pieces(source: Source, block: int, file: str | None, in_place_min: int | None) -> Iterator[Chunk | Block]:

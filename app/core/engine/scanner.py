@@ -52,7 +52,7 @@ class _Plan:
 def _plan(library: Library) -> _Plan:
     kinds = library.kinds
     return _Plan(
-        extract=kinds["fingerprint"] | kinds["symptom"] | kinds["error"],
+        extract=kinds["fingerprint"] | kinds["symptom"] | kinds["context"] | kinds["error"],
         progress=kinds["progress"],
         version=kinds["version"],
         error=kinds["error"],
@@ -317,6 +317,8 @@ class FileScanner:
             line = lines.get(frame[0])
             if line is None:
                 line = lines[frame[0]] = self._make_line(data[frame[0] : frame[1]], no)
+                if chunk.rejoined and no - chunk.first_line in chunk.rejoined:
+                    line = lines[frame[0]] = line.model_copy(update={"rewrapped": chunk.wrap_width})
             confirmed = self._confirm(idx, line.text)
             groups = dict(confirmed.groups) if confirmed is not None else {}  # its own: the match may be shared
             if idx in plan.version:
@@ -389,7 +391,7 @@ def read_edge_lines(chunk: Chunk, *, head: bool, redactor: Redactor = DEFAULT) -
         first = chunk.first_line + chunk.newlines - len(raw) + 1
     out = []
     for i, piece in enumerate(raw):
-        frame = piece.rsplit(b"\r", 1)[-1]
+        frame = piece.removesuffix(b"\r").rsplit(b"\r", 1)[-1]  # a CRLF line is one frame, not an empty one
         if frame.strip():
             out.append(make_line(frame, first + i, file=chunk.file, redactor=redactor))
     return out

@@ -33,6 +33,29 @@ def check_text(head: bytes) -> None:
             raise NotText("this is binary data, not a text log (nothing but NUL bytes)")
         return  # blank: the diagnosis says the log is empty
     text = rest.decode("utf-8", errors="replace")
-    odd = text.count("\ufffd") + len(rest) - len(rest.translate(None, _NOT_TEXT))
+    # Bytes, not characters, decide: a U+FFFD written as such (mojibake pasted as UTF-8) is
+    # text; so is a console's legacy code page, which the reader shows with replacements.
+    invalid = text.count("\ufffd") - rest.count(_REPLACEMENT)
+    if invalid and legacy_code_page(rest) is not None:
+        invalid = 0
+    odd = invalid + len(rest) - len(rest.translate(None, _NOT_TEXT))
     if odd >= MIN_ODD and odd > len(text) // 20:
         raise NotText("this looks like binary data, not a text log (control characters or invalid UTF-8)")
+
+
+_REPLACEMENT = "\ufffd".encode()
+# Code pages Windows consoles write in, tried in this order; cp1252 last, since it takes
+# nearly any byte and so tells least.
+LEGACY = ("gbk", "shift_jis", "cp1252")
+
+
+def legacy_code_page(data: bytes) -> str | None:
+    """The console code page invalid UTF-8 decodes in whole, if one does (a cut last character allowed)."""
+    for name in LEGACY:
+        for end in range(len(data), max(len(data) - 4, 0), -1):
+            try:
+                data[:end].decode(name)
+            except UnicodeDecodeError:
+                continue
+            return name
+    return None

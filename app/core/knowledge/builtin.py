@@ -50,10 +50,23 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     (
         "package",
         r"(?:\b|`)(?P<pkg>(?i:transformers|accelerate|deepspeed|vllm|numpy|pytorch[_-]lightning|lightning|datasets"
-        r"|peft|trl|flash[_-]attn|triton|megatron[_-]core|protobuf))`?"
+        r"|peft|trl|flash[_-]attn|triton|megatron[_-]core|protobuf|jax|jaxlib|tensorflow(?:[_-](?:gpu|cpu|macos))?"
+        r"|keras|tf[_-]keras|flax|optax|paddlepaddle(?:[_-]gpu)?|mlx|horovod|torch[_-]npu|bitsandbytes|xformers))`?"
         r"(?:(?:==| version:? )(?P<pkg_version>" + _V + r")| (?P<pkg_release>" + _V3 + r"))(?:\W|$)",
     ),
     ("deepspeed", r"\b(?i:deepspeed) info(?::\s?version=|\s\.{2,}\s)(?P<deepspeed>" + _V + r")"),
+    # jax.print_environment_info(): "jax:    0.4.25", "jaxlib: 0.4.25"; TensorFlow: "tf.version.VERSION = 2.4.1",
+    # "TensorFlow version: 2.15.0"; ROCm builds of PyTorch (collect_env):
+    # "ROCM used to build PyTorch: 6.0.32830-d62f6a171", "HIP runtime version: 6.0.32830";
+    # macOS (collect_env, where MPS runs): "OS: macOS 14.2.1 (arm64)".
+    ("jax_info", r"^(?:jax:\s{1,10}(?P<jax>" + _V + r")|jaxlib:\s{1,10}(?P<jaxlib>" + _V + r"))\s*$"),
+    (
+        "tensorflow",
+        r"\b(?:tf\.version\.VERSION\s?=\s?|tf\.__version__\s?=\s?|TensorFlow version:? |Tensorflow version:? )"
+        r"'?(?P<tensorflow>" + _V + r")",
+    ),
+    ("rocm", r"\b(?:ROCM used to build PyTorch|HIP runtime version):? (?P<rocm>\d{1,2}\.\d{1,2}(?:\.\d{1,6})?)"),
+    ("macos", r"\bOS: macOS (?P<macos>\d{1,2}\.\d{1,2}(?:\.\d{1,2})?) \((?:arm64|x86_64)\)"),
     ("vllm_engine", r"Initializing an? (?:V[01] )?LLM engine \(v(?P<vllm>" + _V + r")\)"),
     ("vllm_server", r"\bvLLM API server version (?P<vllm>" + _V + r")"),
     ("numpy2", r"^NumPy (?P<numpy>\d{1,2}\.\d{1,3}\.\d{1,3}) as it may crash"),

@@ -20,6 +20,7 @@ from app.core.engine.fill import named, required
 from app.core.engine.versions import spec_problem
 from app.core.knowledge.loading import Library, build_library, load_signatures, pattern_problem
 from app.core.knowledge.schema import Signature
+from app.core.models import Diagnosis
 from app.errors import EmptyLog, Issue, LibraryError
 
 # Time a backtracking engine (the browser's, Python's) may spend on one hostile line.
@@ -35,13 +36,17 @@ class Taxonomy:
 
     layers: Mapping[str, str]
     coverage: bool = True  # report taxonomy ids that have no file
+    # Failures seen in the wild that no signature covers yet (`status: candidate`).
+    candidates: frozenset[str] = frozenset()
 
 
 def load_taxonomy(path: Path, *, coverage: bool = True) -> Taxonomy:
     """Read taxonomy.yaml: sections of {id, title, hint} entries."""
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    layers = {entry["id"]: layer for layer, entries in data.items() for entry in entries or ()}
-    return Taxonomy(layers, coverage)
+    entries = [(layer, entry) for layer, items in data.items() for entry in items or ()]
+    layers = {entry["id"]: layer for layer, entry in entries}
+    candidates = frozenset(entry["id"] for _, entry in entries if entry.get("status") == "candidate")
+    return Taxonomy(layers, coverage, candidates)
 
 
 @dataclass
@@ -50,6 +55,8 @@ class Report:
 
     files: int = 0
     issues: list[Issue] = field(default_factory=list)
+    # per layer: (signatures that can fail a run, those with a raise-site inventory, raise sites)
+    raise_sites: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def errors(self) -> int:
@@ -61,6 +68,17 @@ class Report:
 
     def summary(self) -> str:
         return f"{self.files} files, {self.errors} errors, {self.warnings} warnings"
+
+    def inventory(self) -> str:
+        """The raise-site inventory per layer (every listed message is checked by `raise_sites`)."""
+        rows = self.raise_sites.values()
+        total = [sum(r[i] for r in rows) for i in range(3)]
+        out = [f"raise sites: {total[2]} listed, for {total[1]} of {total[0]} signatures that can fail a run"]
+        out += [
+            f"  {layer:<22} {sites:4d} sites  {listed:3d}/{sigs:<3d} signatures"
+            for layer, (sigs, listed, sites) in self.raise_sites.items()
+        ]
+        return "\n".join(out)
 
 
 FileCheck = Callable[[Signature, Path], Iterable[Issue]]
@@ -205,7 +223,11 @@ def check_taxonomy(
             yield Issue(path, 1, f"id {sig.id!r} is not in the taxonomy; add it there", "warning")
         elif layer != sig.layer:
             yield Issue(path, 1, f"layer {sig.layer!r}, but the taxonomy puts {sig.id} in {layer!r}")
-    for missing in sorted(set(taxonomy.layers) - set(sigs)) if taxonomy.coverage else ():
+        if sig.id in taxonomy.candidates:
+            yield Issue(
+                path, 1, f"{sig.id} has a signature now: drop its `status: candidate` in the taxonomy", "warning"
+            )
+    for missing in sorted(set(taxonomy.layers) - set(sigs) - taxonomy.candidates) if taxonomy.coverage else ():
         yield Issue(root, None, f"taxonomy id {missing} has no signature file", "warning")
 
 
@@ -218,14 +240,7 @@ def check_examples(library: Library, sigs: Mapping[str, tuple[Path, Signature]])
             except EmptyLog:
                 yield Issue(path, None, f"examples.match[{i}]: empty")
                 continue
-            ids = [c.id for c in result.candidates]
-            if sig.role == "benign":
-                ok = sig.id in {h.id for h in result.harmless} and sig.id not in ids
-            elif sig.role == "collateral":
-                ok = sig.id in ids
-            else:
-                ok = bool(ids) and ids[0] == sig.id
-            if not ok:
+            if not _names(result, sig):
                 got = ", ".join(f"{c.id} ({c.role}, {c.confidence})" for c in result.candidates[:3]) or "nothing"
                 yield Issue(
                     path,
@@ -245,12 +260,57 @@ def check_examples(library: Library, sigs: Mapping[str, tuple[Path, Signature]])
                 )
 
 
+def _names(result: Diagnosis, sig: Signature) -> bool:
+    """Whether a diagnosis names the signature as its examples must: on top, or (an echo) anywhere."""
+    ids = [c.id for c in result.candidates]
+    if sig.role == "benign":
+        return sig.id in {h.id for h in result.harmless} and sig.id not in ids
+    if sig.role == "collateral":
+        return sig.id in ids
+    return bool(ids) and ids[0] == sig.id
+
+
+def check_raise_sites(library: Library, sigs: Mapping[str, tuple[Path, Signature]]) -> Iterable[Issue]:
+    """Every failure has an inventory of its raise sites, and every message listed there is recognised."""
+    for path, sig in sigs.values():
+        if sig.role != "benign" and not sig.raise_sites:
+            yield Issue(path, None, "no raise_sites: list where upstream raises or logs this failure")
+        for i, site in enumerate(sig.raise_sites):
+            try:
+                result = diagnose(site.message.encode(), library)
+            except EmptyLog:
+                yield Issue(path, None, f"raise_sites[{i}]: empty message")
+                continue
+            if not _names(result, sig):
+                got = ", ".join(f"{c.id} ({c.role}, {c.confidence})" for c in result.candidates[:3]) or "nothing"
+                yield Issue(
+                    path,
+                    None,
+                    f"raise_sites[{i}] ({site.project}, {site.where}): its message is not recognised as {sig.id};"
+                    f" got {got}",
+                )
+
+
+def raise_site_counts(sigs: Iterable[Signature]) -> dict[str, tuple[int, int, int]]:
+    """Per layer: (signatures that can fail a run, those with an inventory, raise sites listed)."""
+    counts: dict[str, list[int]] = {}
+    for sig in sigs:
+        if sig.role == "benign":
+            continue
+        row = counts.setdefault(sig.layer, [0, 0, 0])
+        row[0] += 1
+        row[1] += bool(sig.raise_sites)
+        row[2] += len(sig.raise_sites)
+    return {layer: (a, b, c) for layer, (a, b, c) in sorted(counts.items())}
+
+
 def lint(root: Path, *, taxonomy: Taxonomy | None = None, skip: Iterable[str] = ()) -> Report:
     """Check every signature file under root."""
     skipped = set(skip)
     loaded, issues = load_signatures(root)
     report = Report(files=len(loaded) + len({i.path for i in issues} - {p for p, _ in loaded}))
     report.issues.extend(issues)
+    report.raise_sites = raise_site_counts(s for _, s in loaded)
     by_id: dict[str, tuple[Path, Signature]] = {}
     for path, sig in loaded:
         if sig.id in by_id:
@@ -263,9 +323,9 @@ def lint(root: Path, *, taxonomy: Taxonomy | None = None, skip: Iterable[str] = 
         report.issues.extend(check_references(by_id, taxonomy))
     if "taxonomy" not in skipped:
         report.issues.extend(check_taxonomy(by_id, taxonomy, root))
-    if "examples" not in skipped:
-        # Examples run against every file that is otherwise sound, so one broken file
-        # does not hide the others' results.
+    if not {"examples", "raise_sites"} <= skipped:
+        # Examples and raise sites run against every file that is otherwise sound, so one
+        # broken file does not hide the others' results.
         broken = {i.path for i in report.issues if i.severity == "error"}
         sound = {k: v for k, v in by_id.items() if v[0] not in broken}
         try:
@@ -273,5 +333,8 @@ def lint(root: Path, *, taxonomy: Taxonomy | None = None, skip: Iterable[str] = 
         except LibraryError as exc:
             report.issues.extend(exc.issues)
         else:
-            report.issues.extend(check_examples(library, sound))
+            if "examples" not in skipped:
+                report.issues.extend(check_examples(library, sound))
+            if "raise_sites" not in skipped:
+                report.issues.extend(check_raise_sites(library, sound))
     return report

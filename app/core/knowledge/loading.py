@@ -28,7 +28,7 @@ from app.core.knowledge.parse_cache import ParseCache, schema_fingerprint
 from app.core.knowledge.parsing import parse
 from app.core.knowledge.schema import Pattern, Signature
 from app.core.knowledge.scoring import Measured
-from app.core.knowledge.screen import Atoms, PatternSet, ascii_atoms, build_set
+from app.core.knowledge.screen import Atoms, PatternSet, SetParts, ascii_atoms, build_set_parts
 from app.errors import Issue, LibraryError
 
 if TYPE_CHECKING:
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 TAXONOMY_FILE = "taxonomy.yaml"  # the list of failure classes, beside the signature folders
 MEASURED_FILE = "measured.json"  # what `tracelore eval` measured per signature, beside them too
 
-PatternKind = Literal["fingerprint", "symptom", "near", "exclude", "error", "progress", "version"]
+# context: a companion of a clue fingerprint, whose line is shown as the clue's evidence.
+PatternKind = Literal["fingerprint", "symptom", "near", "context", "exclude", "error", "progress", "version"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +154,7 @@ def _signature_patterns(sig: Signature) -> Iterable[tuple[str, Rule]]:
         for p in patterns:
             yield p.regex, Rule(kind, sig.id, p.name)
             for i, companion in enumerate(p.near):
-                yield companion, Rule("near", sig.id, f"{p.name}.near[{i}]")
+                yield companion, Rule("context" if p.clue else "near", sig.id, f"{p.name}.near[{i}]")
     for i, ex in enumerate(sig.excludes):
         yield ex.regex, Rule("exclude", sig.id, f"excludes[{i}]")
 
@@ -220,11 +221,9 @@ def _compile(
     if issues:
         raise LibraryError(issues)
     regexes = tuple(order)
-    if checked is not None:
-        checked.Compile()
 
-    def build() -> Any:
-        return build_set([scan_pattern(p, relax=True) for p in regexes], SCAN)
+    def build() -> SetParts:
+        return build_set_parts([scan_pattern(p, relax=True) for p in regexes], SCAN)
 
     return Library(
         signatures=signatures,
@@ -235,7 +234,9 @@ def _compile(
         confirm=Compiled(regexes, compile_text),
         loose=Compiled(regexes, compile_loose),
         index=MappingProxyType(dict(order)),
-        patterns=PatternSet(build, None if atoms is None else [atoms.get(p) for p in regexes], checked),
+        patterns=PatternSet(
+            build, None if atoms is None else [atoms.get(p) for p in regexes], build() if atoms is None else None
+        ),
         paths=MappingProxyType(dict(paths or {})),
     )
 

@@ -16,6 +16,11 @@ Text = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
 
 # benign: a known-harmless line people mistake for the failure; explained, never a candidate.
 Role = Literal["root", "collateral", "either", "benign"]
+# Indirect evidence a fingerprint can be, when it is not the message that names the failure:
+# a frame of the raising component (Python or C++, e.g. `Exception raised from checkTimeout`),
+# a generic exception type raised inside a known operation (a KeyError in load_state_dict),
+# or a warning printed before the error that already names the cause.
+Clue = Literal["frame", "type", "warning"]
 Source = Literal["any", "emitted"]
 Severity = Literal["critical", "error", "warning"]
 
@@ -48,6 +53,9 @@ class Pattern(_Strict):
     # `window` if set, else the signature's), e.g. a header line a few lines above.
     near: tuple[Text, ...] = ()
     window: Window | None = None
+    # Set on a fingerprint that is indirect evidence: a candidate found by clues alone is at
+    # most `possible`, and says which lines made it.
+    clue: Clue | None = None
 
 
 class Exclude(_Strict):
@@ -95,6 +103,24 @@ class VersionNote(_Strict):
     range: Text
     text: Text
     reference: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")]
+
+
+class RaiseSite(_Strict):
+    """One place upstream that raises or logs this failure, and the message it prints.
+
+    The inventory is written from the sources, across the releases people still run, not from
+    one paste; `tracelore lint` diagnoses each `message` and fails when the signature does not
+    come out of it, so a wording the fingerprints miss cannot be listed and forgotten.
+    """
+
+    project: Text  # pytorch, transformers, nccl, redis-py, the Linux kernel, ...
+    where: Text  # the file and function (or log call) that raises or prints it
+    versions: Text  # the releases that print this wording: "all", ">=2.2", "1.8 to 2.1", "NCCL 2.18+"
+    template: Text | None = None  # the format string as the source writes it
+    # The message rebuilt from the template as it is printed, with the lines it needs around it
+    # when the wording alone does not say which failure it is (a frame, a header).
+    message: Text
+    url: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")] | None = None
 
 
 class Faq(_Strict):
@@ -147,6 +173,9 @@ class Signature(_Strict):
     references: tuple[Reference, ...] = Field(min_length=1)
     faq: tuple[Faq, ...] = ()
     related: tuple[Id, ...] = ()
+
+    # where upstream raises it, release by release
+    raise_sites: tuple[RaiseSite, ...] = ()
 
     # tests
     examples: Examples

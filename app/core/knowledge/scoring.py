@@ -6,6 +6,7 @@ Reading the corpus and running `diagnose()` is the caller's business (app/evalua
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,17 @@ def _logs(n: int) -> str:
 
 
 @dataclass(frozen=True)
+class Sight:
+    """What the library said of a case when the case was added (its first sight)."""
+
+    ranked: tuple[str, ...]
+    known: bool  # the library had a signature for the expected class then
+    added: str  # ISO date
+    batch: str | None = None
+    ecosystem: str | None = None  # the project or ecosystem its sampling query was about
+
+
+@dataclass(frozen=True)
 class Outcome:
     """One case: what it expected and what the diagnosis ranked."""
 
@@ -38,6 +50,7 @@ class Outcome:
     # For a job of several ranks diagnosed from per-rank files in shuffled orders: whether
     # every order gave the same answer. None for a single-rank log.
     order_stable: bool | None = None
+    first: Sight | None = None
 
     @property
     def healthy(self) -> bool:
@@ -147,6 +160,97 @@ class Miss:
 
 
 @dataclass(frozen=True)
+class SightGroup:
+    """First sight over a group of failed-run cases (all, a month added, a sampled batch), next to today.
+
+    Judged over the cases whose class the library had when each was added (`known`): a class
+    with no signature yet measures the library's breadth (`coverage`), not how it generalises.
+    """
+
+    label: str
+    cases: int  # failed-run cases with a first sight
+    known: int  # of them, whose class had a signature when the case was added
+    known_now: int  # of them, whose class has a signature today
+    then_top1: Ratio
+    then_top3: Ratio
+    then_none: Ratio  # no candidate at all
+    now_top1: Ratio
+    now_top3: Ratio
+    now_none: Ratio
+
+    @property
+    def coverage(self) -> Ratio:
+        return Ratio(self.known, self.cases)
+
+    @property
+    def coverage_now(self) -> Ratio:
+        return Ratio(self.known_now, self.cases)
+
+
+def sight_group(label: str, outcomes: Sequence[Outcome], known_ids: frozenset[str] = frozenset()) -> SightGroup:
+    """First sight and today's answer over failed-run outcomes that carry a first sight."""
+    seen = [o for o in outcomes if o.first is not None and not o.healthy]
+    known = [o for o in seen if o.first is not None and o.first.known]
+
+    def then(test: Callable[[Outcome, tuple[str, ...]], bool]) -> Ratio:
+        return Ratio(sum(1 for o in known if o.first is not None and test(o, o.first.ranked)), len(known))
+
+    def now(test: Callable[[Outcome, tuple[str, ...]], bool]) -> Ratio:
+        return Ratio(sum(1 for o in known if test(o, o.ranked)), len(known))
+
+    def top1(o: Outcome, ranked: tuple[str, ...]) -> bool:
+        return bool(ranked) and ranked[0] in o.accepted
+
+    def top3(o: Outcome, ranked: tuple[str, ...]) -> bool:
+        return any(r in o.accepted for r in ranked[:3])
+
+    def none(_: Outcome, ranked: tuple[str, ...]) -> bool:
+        return not ranked
+
+    return SightGroup(
+        label=label,
+        cases=len(seen),
+        known=len(known),
+        known_now=sum(1 for o in seen if o.expected in known_ids),
+        then_top1=then(top1),
+        then_top3=then(top3),
+        then_none=then(none),
+        now_top1=now(top1),
+        now_top3=now(top3),
+        now_none=now(none),
+    )
+
+
+def first_sight(outcomes: Sequence[Outcome], known: Iterable[str] = ()) -> tuple[SightGroup, ...]:
+    """First sight over every case that records one, then by sampled batch, then by month added."""
+    seen = [o for o in outcomes if o.first is not None and not o.healthy]
+    if not seen:
+        return ()
+    ids = frozenset(known)
+    groups = [sight_group("all", seen, ids)]
+    batches = sorted({o.first.batch for o in seen if o.first is not None and o.first.batch})
+    groups += [
+        sight_group(f"batch {b}", [o for o in seen if o.first is not None and o.first.batch == b], ids) for b in batches
+    ]
+    months = sorted({o.first.added[:7] for o in seen if o.first is not None})
+    groups += [
+        sight_group(f"added {m}", [o for o in seen if o.first is not None and o.first.added[:7] == m], ids)
+        for m in months
+    ]
+    return tuple(groups)
+
+
+def coverage_by_ecosystem(outcomes: Sequence[Outcome], known: Iterable[str] = ()) -> tuple[SightGroup, ...]:
+    """The breadth of the library over the sampled failures, per ecosystem their query was about."""
+    seen = [o for o in outcomes if o.first is not None and o.first.ecosystem and not o.healthy]
+    ids = frozenset(known)
+    names = sorted({o.first.ecosystem for o in seen if o.first is not None and o.first.ecosystem})
+    return tuple(
+        sight_group(name, [o for o in seen if o.first is not None and o.first.ecosystem == name], ids) for name in names
+    )
+
+
+@dataclass(frozen=True)
 class Report:
     """Every figure of one evaluation."""
 
@@ -165,6 +269,13 @@ class Report:
     outcomes: Sequence[Outcome] = ()
     # multi-rank cases whose per-rank files gave the same answer in every order
     order_independent: Ratio = Ratio(0, 0)
+    # what the library said of each case when it was added (cases added since first sight was kept)
+    first_sight: tuple[SightGroup, ...] = ()
+    # the library's breadth over the sampled failures, per ecosystem (coverage then and now)
+    coverage: tuple[SightGroup, ...] = ()
+    # The same figures over the cases written from before first sight was kept ("established")
+    # and over those sampled since ("sampled"), when the corpus holds both.
+    parts: Mapping[str, Report] = field(default_factory=dict)
 
     def changes(self, before: Mapping[str, bool]) -> tuple[list[Outcome], list[Outcome]]:
         """Against an earlier run's right/wrong per case: (now wrong, now right), common cases only."""
@@ -173,7 +284,12 @@ class Report:
         return worse, better
 
     def figure(self, name: str) -> float | None:
-        ratio: Ratio = getattr(self, name)
+        """A figure by name; "sampled.top1" is the sampled part's, a bare name the established part's."""
+        scope, _, figure = name.rpartition(".")
+        part = self.parts.get(scope or ESTABLISHED) if self.parts else self
+        if part is None:
+            return None  # no case of that part: nothing to hold it to
+        ratio: Ratio = getattr(part, figure)
         return ratio.value
 
     def below(self, thresholds: Mapping[str, float]) -> list[str]:
@@ -186,11 +302,38 @@ class Report:
         return failed
 
 
+ESTABLISHED = "established"  # cases from before first sight was kept: the fingerprints were written from them
+SAMPLED = "sampled"  # cases sampled since, each with its first sight
+SCOPES = (SAMPLED,)  # the scopes a threshold may name ("sampled.top1"); a bare name holds the established
+
+
 def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: Iterable[str]) -> Report:
-    """Count the figures over outcomes. `layer_of` maps an id to its layer; `known` are the library's ids."""
+    """Count the figures over outcomes. `layer_of` maps an id to its layer; `known` are the library's ids.
+
+    When some cases carry a first sight and some do not, the figures are also counted over each
+    part, which thresholds hold apart.
+    """
+    items = list(outcomes)
+    report = _score(items, layer_of=layer_of, known=known)
+    groups = {
+        ESTABLISHED: [o for o in items if o.first is None],
+        SAMPLED: [o for o in items if o.first is not None],
+    }
+    present = {scope: group for scope, group in groups.items() if group}
+    if len(present) < 2:  # one population: the whole corpus is it
+        return dataclasses.replace(report, parts=dict.fromkeys(present, report))
+    return dataclasses.replace(
+        report, parts={scope: _score(group, layer_of=layer_of, known=known) for scope, group in present.items()}
+    )
+
+
+def _score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: Iterable[str]) -> Report:
     items = list(outcomes)
     known_ids = set(known)
-    failures = [o for o in items if not o.healthy]
+    # A failure whose class has no signature yet measures breadth, not ranking: it is counted
+    # apart (`unknown_classes`), not as a miss of every figure.
+    failures = [o for o in items if not o.healthy and o.expected in known_ids]
+    outside = [o for o in items if not o.healthy and o.expected not in known_ids]
     healthy = [o for o in items if o.healthy]
     with_echoes = [o for o in failures if o.collateral]
 
@@ -222,7 +365,7 @@ def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: It
     misses = [Miss(o.case, o.expected, o.top, o.ranked) for o in failures if not o.right]
     misses += [Miss(o.case, o.expected, ", ".join(sorted(o.likely)), o.ranked) for o in healthy if not o.clean]
     confusions = Counter((m.expected, m.got) for m in misses)
-    unknown = Counter(o.expected for o in failures if o.expected not in known_ids)
+    unknown = Counter(o.expected for o in outside)
     by_tag: dict[str, list[Outcome]] = defaultdict(list)
     for o in items:
         for t in o.tags:
@@ -242,6 +385,8 @@ def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: It
         failures=len(failures),
         tags={t: _ratio(group, lambda o: o.ok) for t, group in sorted(by_tag.items())},
         outcomes=sorted(items, key=lambda o: o.case),
+        first_sight=first_sight(items, known_ids),
+        coverage=coverage_by_ecosystem(items, known_ids),
     )
 
 

@@ -150,6 +150,17 @@ def draft_signature(
         "resume": f"{TODO}: is the last checkpoint safe to resume from?",
         "prevention": [f"{TODO}: how to keep it from happening."],
         "references": [{"title": f"{TODO}: the upstream source of the message", "url": "https://example.invalid/TODO"}],
+        # Where upstream raises it: the reviewer finds the raise site and its releases.
+        "raise_sites": [
+            {
+                "project": f"{TODO}: the project that raises or logs it",
+                "where": f"{TODO}: the file and function of the raise site",
+                "versions": f"{TODO}: the releases that print this wording",
+                "template": shape,
+                "message": examples[0] if examples else shape,
+                "url": "https://example.invalid/TODO",
+            }
+        ],
         "examples": {
             "match": [
                 {"source": "a diagnosis stored by the service (redacted)", "log": f"{line}\n"} for line in examples

@@ -99,6 +99,7 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
     size = f"{count(d.input.lines, 'line')}, {count(d.input.bytes, 'byte')}"
     if not d.candidates:
         out.append(f"No known failure found ({size}).")
+    out += [f"Note: {note}" for note in d.input.reading_notes()]
     main, echoes, earlier = d.groups()
     if echoes and not main:
         out += [
@@ -202,6 +203,7 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
     main, echoes, earlier = d.groups()
     if not d.candidates:
         out += [f"No known failure found in {count(d.input.lines, 'line')}.", ""]
+    out += [f"> {note}" for note in d.input.reading_notes()] + ([""] if d.input.reading_notes() else [])
     if echoes and not main:
         out += [
             "### Initiating failure: not recognised",

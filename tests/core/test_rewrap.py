@@ -1,0 +1,70 @@
+"""Messages a console hard-wrapped at a fixed width are read rejoined; nothing else changes."""
+
+from __future__ import annotations
+
+from app.core.engine.diagnose import diagnose
+from app.core.engine.reader import iter_blocks
+from app.core.engine.rewrap import rewrap, unmark
+from app.core.knowledge.loading import Library
+
+WRAPPED = (
+    b"Traceback (most recent call last):\r\n"
+    b'  File "C:\\kohya_ss\\sd-scripts\\train_network.py", line 1012, in <module>\r\n'
+    b"    trainer.train(args)\r\n"
+    b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 h\r\n"
+    b"as a total capacity of 8.00 GiB of which 0 bytes is free. Of the allocated memor\r\n"
+    b"y 7.1 GiB is allocated by PyTorch.\r\n"
+)
+
+
+def test_a_wrapped_message_is_rejoined_on_its_first_line_and_every_line_keeps_its_number() -> None:
+    found = rewrap(WRAPPED)
+    assert found is not None and found.width == 80 and found.joined == (3,)
+    lines = found.data.split(b"\n")
+    assert len(lines) == len(WRAPPED.split(b"\n"))
+    assert lines[3].startswith(b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a")
+    assert lines[3].endswith(b"y 7.1 GiB is allocated by PyTorch.\r")
+    assert lines[4:] == WRAPPED.split(b"\n")[4:]  # the lines it was wrapped onto stay as they were
+
+
+def test_the_diagnosis_says_it_read_the_message_rejoined(library: Library) -> None:
+    (oom, *_) = diagnose(WRAPPED, library).candidates
+    assert oom.id == "cuda.oom" and oom.line == 4
+    assert "the console had wrapped the message of line 4 at 80 columns" in oom.why
+    assert oom.evidence[0].text.endswith("allocated by PyTorch.")
+
+
+def test_an_ordinary_log_is_left_alone() -> None:
+    log = b"epoch 1 loss 0.5\n" * 3 + b"RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    assert rewrap(log) is None
+    # lines as long as each other but no word broken across two: a table, not a wrap
+    table = b"\n".join([b"| " + b"x" * 76 + b" |", b"| " + b"y" * 76 + b" |", b"+" + b"-" * 78 + b"+"]) + b"\n"
+    assert rewrap(table) is None
+
+
+def test_box_lines_as_wide_as_the_window_are_not_joined() -> None:
+    box = b"+" + b"-" * 78 + b"+\n"
+    log = box + b"| NVIDIA-SMI 535.54      Driver Version: 535.54      CUDA Version: 12.2        |\n" + box
+    log += b"RuntimeError: CUDA error: out of memory. Compile with TORCH_USE_CUDA_DSA to enab\nle device-side assertions.\n"
+    log += b"OSError: [Errno 28] No space left on device: '/data/ckpt/step_1/model-00001-of-0\n0004.safetensors'\n"
+    found = rewrap(log)
+    assert found is not None and found.joined == (3, 5)
+
+
+def test_only_a_paste_is_looked_at_never_a_log_of_several_chunks() -> None:
+    big = WRAPPED * 40
+    (chunk,) = list(iter_blocks(big))
+    assert chunk.rejoined
+    several = list(iter_blocks(big, block=1024))
+    assert len(several) > 1 and not any(c.rejoined for c in several)  # type: ignore[union-attr]
+
+
+def test_markdown_marks_around_a_whole_line_are_not_the_programs_output(library: Library) -> None:
+    """A paste copied from an issue's markdown: the bold around the line hid it from the shell's pattern."""
+    paste = b"WARNING [11/11 17:54:09 d2.config.compat]: Config has no VERSION.\n\n**Segmentation fault**\n"
+    assert unmark(paste) == paste.replace(b"**", b"")
+    (segfault,) = diagnose(paste, library).candidates
+    assert (segfault.id, segfault.line) == ("proc.segfault", 3)
+    kept = b"*****************\n**a** and **b**\nuse `torch.load` here\n"
+    assert unmark(kept) is None  # rules, two bold words, code inside a sentence: left as written
+    assert unmark(b"  `Killed`\r\n") == b"  Killed\r\n"
