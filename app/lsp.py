@@ -17,6 +17,7 @@ file per rank) into one job. For the job it publishes:
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -26,14 +27,15 @@ from app import __version__
 from app.core.engine.live import LiveJob, LiveScan
 from app.core.knowledge.loading import Library
 from app.core.models import Candidate, Diagnosis
-from app.lsp_docs import CHECKPOINT_BYTES, Doc, TextProtocol, doc_name, line_range
+from app.lsp_docs import CHECKPOINT_BYTES, Doc, TextProtocol, doc_name
 from app.lsp_text import LogText
+from app.lsp_views import diagnostics_for, explain, rank_symbols
 
 STATUS = "tracelore/status"
+SETTLE = 0.05  # seconds without a change before the scan catches up with the text
 DIAGNOSE_JOB = "tracelore.diagnoseJob"
 OPEN_ENTRY = "tracelore.openEntry"
 COPY_VERIFY = "tracelore.copyVerify"
-SOURCE = "tracelore"
 
 
 class TraceloreServer(LanguageServer):
@@ -50,48 +52,88 @@ class TraceloreServer(LanguageServer):
         self.base_url = base_url.rstrip("/")  # empty: entries are named by path, not linked
         self.docs: dict[str, Doc] = {}
         self.results: dict[str, Diagnosis] = {}  # by document: the diagnosis of its job
+        self.pending: set[str] = set()  # documents changed since their scan last caught up and was diagnosed
+        self.versions: dict[str, int] = {}  # the editor's version of each document's text
+        self._pumping: asyncio.Task[None] | None = None
+        self.last_change = 0.0  # the event loop's time of the last change
+
+    def catch_up(self) -> None:
+        """Start the background scan of changed documents, unless it is running."""
+        if self._pumping is None or self._pumping.done():
+            self._pumping = asyncio.get_running_loop().create_task(self.pump())
 
     # -- scanning ---------------------------------------------------------------------------
 
     def open(self, uri: str, text: str) -> None:
         name = doc_name(uri)
         self.docs[uri] = Doc(uri, name, LiveScan(self.library, name=name), LogText(uri, text), job={uri})
-        self._feed(self.docs[uri])
+        while self._feed_block(self.docs[uri]):
+            pass
 
-    def _feed(self, doc: Doc) -> None:
-        """Feed the whole lines after those already fed, in blocks with a checkpoint after each."""
-        rest = doc.text.since(doc.fed_bytes)  # only what was not fed: an append reads what it appended
-        end = rest.rfind(b"\n") + 1
-        start = 0
-        while end > start:
-            cut = end
-            if cut - start > CHECKPOINT_BYTES:
-                cut = rest.rfind(b"\n", start, start + CHECKPOINT_BYTES) + 1 or end
-            block = rest[start:cut]
-            doc.live.feed(block)
-            doc.fed_lines += block.count(b"\n")
-            doc.fed_bytes += cut - start
-            start = cut
-            doc.checkpoint()
+    def _feed_block(self, doc: Doc) -> bool:
+        """Feed the next block of whole lines (up to CHECKPOINT_BYTES), then checkpoint; False when none is left."""
+        rest = doc.text.since(doc.fed_bytes, CHECKPOINT_BYTES + 1)  # an append reads what it appended
+        cut = rest.rfind(b"\n") + 1
+        if not cut:
+            if len(rest) <= CHECKPOINT_BYTES:
+                return False  # only a last line without its newline, or nothing
+            rest = doc.text.since(doc.fed_bytes)  # one line longer than a block: fed whole
+            cut = rest.rfind(b"\n") + 1
+            if not cut:
+                return False
+        block = rest[:cut]
+        doc.text.read -= len(rest) - cut  # what was read past the last line break is read again next time
+        doc.live.feed(block)
+        doc.fed_lines += block.count(b"\n")
+        doc.fed_bytes += cut
+        doc.checkpoint()
+        return True
 
     def changed(self, uri: str, changes: list[lsp.TextDocumentContentChangeEvent]) -> None:
+        """Apply an editor's changes to the text at once; the scan catches up in the background (`pump`)."""
         doc = self.docs.get(uri)
         if doc is None:  # not opened: a change of the whole text is all there is to go on
             whole = [c.text for c in changes if isinstance(c, lsp.TextDocumentContentChangeWholeDocument)]
             self.open(uri, whole[-1] if whole else "")
+            self.pending.add(uri)
             return
         doc.text.read = 0
-        for change in changes:
-            doc.text.apply(change, self.workspace.position_codec)
-        # The first line a change touches (a change of the whole text: the top).
-        first = min(c.range.start.line if isinstance(c, lsp.TextDocumentContentChangePartial) else 0 for c in changes)
-        if first < doc.fed_lines:  # an edit among the scanned lines: what was scanned below it no longer holds
+        # The first byte a change may have touched (a change of the whole text: the top).
+        first = min(doc.text.apply(change, self.workspace.position_codec) for change in changes)
+        if first < doc.fed_bytes:  # an edit among the scanned lines: what was scanned below it no longer holds
             doc.rewind(first, self.library)
-        self._feed(doc)
+        self.pending.add(uri)
+        self.last_change = asyncio.get_running_loop().time()
+
+    async def pump(self) -> None:
+        """Bring the scans of changed documents up to their text, a block at a time, then diagnose them.
+
+        Between blocks the server reads its messages: further edits are applied (and rewind the
+        scan when they land above it) and hovers are answered, so a burst of edits in a long log
+        costs one scan to its end after the last of them, not one per edit (issue #38: 1.4 s an
+        edit in a 20 MB log, and a hover waited behind 300 of them).
+        """
+        loop = asyncio.get_running_loop()
+        while self.pending:
+            # Wait for a pause in the edits: the server reads each message in several steps, each
+            # waiting for the loop, so scanning between them would hold a burst up for seconds.
+            if (quiet := self.last_change + SETTLE - loop.time()) > 0:
+                await asyncio.sleep(quiet)
+                continue
+            uri = min(self.pending)
+            doc = self.docs.get(uri)
+            if doc is None:
+                self.pending.discard(uri)
+            elif not self._feed_block(doc):
+                self.pending.discard(uri)
+                self.diagnose(uri)
+            await asyncio.sleep(0)
 
     def closed(self, uri: str) -> None:
         doc = self.docs.pop(uri, None)
         self.results.pop(uri, None)
+        self.pending.discard(uri)
+        self.versions.pop(uri, None)
         if doc is None:
             return
         for other in doc.job - {uri}:
@@ -133,7 +175,9 @@ class TraceloreServer(LanguageServer):
             else:
                 self.results[u] = result
             self.publish_diagnostics(
-                lsp.PublishDiagnosticsParams(uri=u, diagnostics=self._diagnostics(result, self.docs[u].name))
+                lsp.PublishDiagnosticsParams(
+                    uri=u, diagnostics=diagnostics_for(result, self.docs[u].name, self.entry_url)
+                )
             )
         return result
 
@@ -175,6 +219,7 @@ class TraceloreServer(LanguageServer):
                 "documents": [
                     {
                         "uri": u,
+                        "version": self.versions.get(u),  # of the text diagnosed
                         "lines": self.docs[u].fed_lines,
                         "rescans": self.docs[u].rescans,
                         "rescanned_from": self.docs[u].rescanned_from,
@@ -187,61 +232,14 @@ class TraceloreServer(LanguageServer):
             },
         )
 
+    def symbols(self, uri: str) -> list[lsp.DocumentSymbol]:
+        """One symbol per rank the document's evidence shows, holding the failures seen on it."""
+        d, doc = self.results.get(uri), self.docs.get(uri)
+        return [] if d is None or doc is None else rank_symbols(d, doc.name)
+
     def entry_url(self, c: Candidate) -> str | None:
         """The entry's address on the service at --base-url (none set: no link to make)."""
         return f"{self.base_url}{c.path}" if self.base_url else None
-
-    def _diagnostics(self, d: Diagnosis | None, name: str) -> list[lsp.Diagnostic]:
-        if d is None:
-            return []
-        out: list[lsp.Diagnostic] = []
-        for c in d.candidates:
-            if c.episode == "earlier":
-                severity = lsp.DiagnosticSeverity.Information
-            elif c.role == "initiating":
-                severity = lsp.DiagnosticSeverity.Error
-            else:
-                severity = lsp.DiagnosticSeverity.Warning
-            label = {"initiating": "initiating failure", "collateral": "echo", "contributing": "also failed"}[c.role]
-            if c.episode == "earlier":
-                label = "earlier trouble the run survived"
-            for e in c.evidence:
-                if e.file != name:
-                    continue
-                start, end = e.span if e.span != (0, 0) else (0, len(e.text))
-                out.append(
-                    lsp.Diagnostic(
-                        range=line_range(e.line, start, end),
-                        message=f"{c.title} ({label}): {c.why}",
-                        severity=severity,
-                        code=c.id,
-                        code_description=lsp.CodeDescription(href=url) if (url := self.entry_url(c)) else None,
-                        source=SOURCE,
-                        data={"id": c.id},
-                    )
-                )
-        for h in d.harmless:
-            if h.file == name:
-                out.append(
-                    lsp.Diagnostic(
-                        range=line_range(h.line, 0, len(h.text)),
-                        message=f"{h.title} (harmless): {h.summary}",
-                        severity=lsp.DiagnosticSeverity.Information,
-                        code=h.id,
-                        source=SOURCE,
-                    )
-                )
-        u = d.unrecognised_start
-        if u is not None and u.file == name:
-            out.append(
-                lsp.Diagnostic(
-                    range=line_range(u.line, 0, len(u.text)),
-                    message=f"Most likely start of the failure, not one Tracelore knows: {u.why}",
-                    severity=lsp.DiagnosticSeverity.Hint,
-                    source=SOURCE,
-                )
-            )
-        return out
 
     # -- what the editor asks ---------------------------------------------------------------
 
@@ -258,31 +256,9 @@ class TraceloreServer(LanguageServer):
             return None
         return lsp.Hover(
             contents=lsp.MarkupContent(
-                kind=lsp.MarkupKind.Markdown, value="\n\n---\n\n".join(map(self._explain, found))
+                kind=lsp.MarkupKind.Markdown, value="\n\n---\n\n".join(explain(c, self.entry_url(c)) for c in found)
             )
         )
-
-    def _explain(self, c: Candidate) -> str:
-        where = ", ".join(
-            x for x in (f"rank {c.rank}" if c.rank is not None else "", f"line {c.line}", str(c.time or "")) if x
-        )
-        parts = [
-            f"**{c.title}** `{c.id}`: {c.role}, {c.band} ({c.confidence:.2f})",
-            f"{where}",
-            c.summary,
-            f"*Why {c.role}:* {c.why}",
-        ]
-        if c.facts:
-            parts.append("**Facts:** " + ", ".join(f"{k}={v}" for k, v in c.facts.items()))
-        if c.fix:
-            parts.append("**Fix:**\n" + "\n".join(f"{i}. {step}" for i, step in enumerate(c.fix, 1)))
-        if c.verify:
-            parts.append(f"**Verify:**\n```sh\n{c.verify}\n```")
-        url = self.entry_url(c)
-        parts.append(
-            f"[Encyclopedia entry]({url})" if url else f"Encyclopedia entry: `{c.path}` (set --base-url to link it)"
-        )
-        return "\n\n".join(parts)
 
     def code_actions(self, uri: str, params: lsp.CodeActionParams) -> list[lsp.Command]:
         """Open the entry, copy the verify command: for each failure with evidence in the range.
@@ -306,44 +282,6 @@ class TraceloreServer(LanguageServer):
                 )
         return actions
 
-    def symbols(self, uri: str) -> list[lsp.DocumentSymbol]:
-        """One symbol per rank the document's evidence shows, holding the failures seen on it."""
-        d, doc = self.results.get(uri), self.docs.get(uri)
-        if d is None or doc is None:
-            return []
-        by_rank: dict[int | None, list[tuple[Candidate, int]]] = {}
-        for c in d.candidates:
-            lines = [e.line for e in c.evidence if e.file == doc.name]
-            if lines:
-                rank = next((e.rank for e in c.evidence if e.file == doc.name and e.rank is not None), None)
-                by_rank.setdefault(rank, []).append((c, min(lines)))
-        out = []
-        for rank in sorted(by_rank, key=lambda r: (r is None, r or 0)):
-            children = [
-                lsp.DocumentSymbol(
-                    name=c.id,
-                    detail=f"{c.role}: {c.title}",
-                    kind=lsp.SymbolKind.Event,
-                    range=line_range(line, 0, 0),
-                    selection_range=line_range(line, 0, 0),
-                )
-                for c, line in sorted(by_rank[rank], key=lambda p: p[1])
-            ]
-            first, last = children[0].range.start.line, children[-1].range.start.line
-            out.append(
-                lsp.DocumentSymbol(
-                    name=f"rank {rank}" if rank is not None else "no rank",
-                    detail=", ".join(child.name for child in children),
-                    kind=lsp.SymbolKind.Namespace,
-                    range=lsp.Range(
-                        start=lsp.Position(line=first, character=0), end=lsp.Position(line=last, character=0)
-                    ),
-                    selection_range=line_range(first + 1, 0, 0),
-                    children=children,
-                )
-            )
-        return out
-
 
 def make_server(library: Library, *, base_url: str = "") -> TraceloreServer:
     """The server with its features registered."""
@@ -352,12 +290,14 @@ def make_server(library: Library, *, base_url: str = "") -> TraceloreServer:
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TraceloreServer, params: lsp.DidOpenTextDocumentParams) -> None:
         ls.open(params.text_document.uri, params.text_document.text)
+        ls.versions[params.text_document.uri] = params.text_document.version
         ls.diagnose(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TraceloreServer, params: lsp.DidChangeTextDocumentParams) -> None:
         ls.changed(params.text_document.uri, list(params.content_changes))
-        ls.diagnose(params.text_document.uri)
+        ls.versions[params.text_document.uri] = params.text_document.version
+        ls.catch_up()
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TraceloreServer, params: lsp.DidCloseTextDocumentParams) -> None:

@@ -57,9 +57,9 @@ class Doc:
         if len(self.checkpoints) > MAX_CHECKPOINTS:
             self.checkpoints = self.checkpoints[1::2]
 
-    def rewind(self, line: int, library: Library) -> None:
-        """Scan again from the last checkpoint at or above a 0-based line (the top, if none)."""
-        self.checkpoints = [c for c in self.checkpoints if c.lines <= line]
+    def rewind(self, offset: int, library: Library) -> None:
+        """Scan again from the last checkpoint at or before a byte offset of the text (the top, if none)."""
+        self.checkpoints = [c for c in self.checkpoints if c.size <= offset]
         if self.checkpoints:
             back = self.checkpoints[-1]
             self.live, self.fed_lines, self.fed_bytes = back.scan.fork(), back.lines, back.size

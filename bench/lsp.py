@@ -1,7 +1,18 @@
-"""Memory of `tracelore lsp` while an open log keeps growing (an editor following a running job).
+"""Memory of `tracelore lsp` while an open log keeps growing (an editor following a running job),
+and (`--edits N`) how fast it takes edits inside a large open log.
 
     python bench/lsp.py [--minutes 4] [--block 16K] [--every 0.25] [--tracelore CMD]
                         [--check [--max-slope 2] [--max-per-text 1.5]]
+    python bench/lsp.py --edits 300 [--size 20M] [--edit-every 0] [--check [--max-seconds 10]]
+
+With --edits, a client opens a --size log (bench/loggen.py: a training run ending in an OOM and its
+echoes) and, once it is diagnosed, sends N edits at random lines inside it (a few characters
+rewritten, as typing does), --edit-every seconds apart (0: back to back), with a hover at the
+initiating failure's line after every 10th. It prints how long the server took from the first edit
+to the status of the last version (the diagnosis of the text after every edit) and how long each
+hover waited; --check exits 1 past --max-seconds or when a hover waited over a second. Before the
+server applied edits to the chunks they touch and let its scan catch up between messages, each
+edit rescanned the log below it first: 300 edits in a 20 MB log took 188 s (issue #38).
 
 A client (this process) starts `tracelore lsp`, opens an empty log and appends --block bytes
 of generated training-log noise (bench/loggen.py) every --every seconds as incremental
@@ -85,6 +96,118 @@ def drain(pipe: IO[bytes], answered: threading.Event) -> None:
             answered.set()
 
 
+class Peer:
+    """The client's side of the conversation: what the server sent, and when."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.proc, self.pipe = proc, proc.stdin
+        self.answers: dict[int, tuple[float, Any]] = {}  # request id: (monotonic time, result)
+        self.statuses: list[tuple[float, dict[str, Any]]] = []
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
+
+    def _read(self, pipe: IO[bytes]) -> None:
+        while True:
+            header = b""
+            while not header.endswith(b"\r\n\r\n"):
+                byte = pipe.read(1)
+                if not byte:
+                    return
+                header += byte
+            length = int(header.split(b"Content-Length:")[1].split(b"\r\n")[0])
+            message = json.loads(pipe.read(length))
+            with self.changed:
+                if "id" in message and "method" not in message:
+                    self.answers[message["id"]] = (time.monotonic(), message.get("result"))
+                elif message.get("method") == "tracelore/status":
+                    self.statuses.append((time.monotonic(), message["params"]))
+                self.changed.notify_all()
+
+    def wait(self, test: Any, timeout: float = 600) -> Any:
+        with self.changed:
+            if not self.changed.wait_for(test, timeout):
+                sys.exit("the server did not answer in time")
+            return test()
+
+
+def edits_main(args: argparse.Namespace) -> None:
+    from bench.loggen import generate
+
+    tracelore = args.tracelore or str(Path(sys.executable).with_name("tracelore"))
+    out = ROOT / "bench" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"lsp-edits-{args.size}.log"
+    if not path.exists():
+        generate(path, args.size)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")
+    proc = subprocess.Popen([tracelore, "lsp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    peer = Peer(proc)
+    init = {"processId": None, "rootUri": None, "capabilities": {}}
+    send(peer.pipe, {"id": 1, "method": "initialize", "params": init})
+    peer.wait(lambda: 1 in peer.answers)
+    send(peer.pipe, {"method": "initialized", "params": {}})
+    opened = time.monotonic()
+    doc = {"uri": URI, "languageId": "log", "version": 1, "text": text}
+    send(peer.pipe, {"method": "textDocument/didOpen", "params": {"textDocument": doc}})
+    first = peer.wait(lambda: peer.statuses[0][1] if peer.statuses else None)
+    initiating = first["initiating"]
+    print(f"opened {args.size / 1e6:.0f} MB in {time.monotonic() - opened:.1f} s: {first['verdict']}")
+    hover_line = (initiating or {}).get("line", len(lines)) - 1
+    rng = random.Random(38)
+    hovers: list[tuple[int, float]] = []  # (request id, sent)
+    started = time.monotonic()
+    for version in range(2, args.edits + 2):
+        line = rng.randrange(int(len(lines) * 0.95))  # inside the log, above its failure
+        width = min(5, len(lines[line]))
+        new = "".join(rng.choice("abcdefghij") for _ in range(width))
+        lines[line] = new + lines[line][width:]
+        change = {
+            "range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": width}},
+            "text": new,
+        }
+        params = {"textDocument": {"uri": URI, "version": version}, "contentChanges": [change]}
+        send(peer.pipe, {"method": "textDocument/didChange", "params": params})
+        if version % 10 == 0:
+            ident = 1000 + version
+            position = {"line": hover_line, "character": 0}
+            hover = {"textDocument": {"uri": URI}, "position": position}
+            send(peer.pipe, {"id": ident, "method": "textDocument/hover", "params": hover})
+            hovers.append((ident, time.monotonic()))
+        if args.edit_every:
+            time.sleep(args.edit_every)
+    last = args.edits + 1
+    final = peer.wait(lambda: next((t for t, st in peer.statuses if st["documents"][0].get("version") == last), None))
+    took = final - started
+    waits = sorted(
+        peer.wait(
+            lambda: (
+                [peer.answers[i][0] - sent for i, sent in hovers] if all(i in peer.answers for i, _ in hovers) else None
+            )
+        )
+    )
+    cpu = cpu_seconds(proc.pid)
+    proc.stdin.close() if proc.stdin else None
+    proc.terminate()
+    proc.wait(60)
+    statuses = sum(1 for t, _ in peer.statuses if t >= started)
+    print(
+        f"{args.edits} edits at random lines of a {args.size / 1e6:.0f} MB log: the last version diagnosed "
+        f"{took:.2f} s after the first edit ({statuses} statuses meanwhile; server CPU in all {cpu:.1f} s)"
+    )
+    print(f"{len(waits)} hovers: median {waits[len(waits) // 2] * 1e3:.0f} ms, longest {waits[-1] * 1e3:.0f} ms")
+    if args.check:
+        failed = []
+        if took > args.max_seconds:
+            failed.append(f"the edits took {took:.1f} s, over {args.max_seconds} s")
+        if waits[-1] > 1.0:
+            failed.append(f"a hover waited {waits[-1]:.1f} s")
+        if failed:
+            sys.exit("FAIL: " + "; ".join(failed))
+        print(f"OK: within {args.max_seconds} s, every hover answered within a second")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=4)
@@ -96,7 +219,14 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="exit 1 if memory grew beyond the bounds below")
     parser.add_argument("--max-slope", type=float, default=2.0, help="MB a minute of RSS beyond the text (--check)")
     parser.add_argument("--max-per-text", type=float, default=1.5, help="MB of RSS per MB of text (--check)")
+    parser.add_argument("--edits", type=int, default=0, help="measure N edits inside a large log instead")
+    parser.add_argument("--size", type=parse_size, default=parse_size("20M"), help="the log's size (--edits)")
+    parser.add_argument("--edit-every", type=float, default=0.0, help="seconds between edits (--edits)")
+    parser.add_argument("--max-seconds", type=float, default=10.0, help="for all the edits (--edits --check)")
     args = parser.parse_args()
+    if args.edits:
+        edits_main(args)
+        return
 
     tracelore = args.tracelore or str(Path(sys.executable).with_name("tracelore"))
     proc = subprocess.Popen([tracelore, "lsp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)

@@ -78,6 +78,34 @@ def test_edits_above_the_end_give_the_text_pygls_holds(name: str) -> None:
     assert str(text) == LOGS["rank2"] and text.at_end(end_of(TextDocument(URI, source=LOGS["rank2"])), CODEC)
 
 
+@pytest.mark.parametrize("name", sorted(LOGS))
+def test_edits_in_a_text_of_many_chunks_give_the_text_pygls_holds(name: str) -> None:
+    # Issue #38: an edit is applied to the chunks its lines are in, not to the whole text.
+    rng = random.Random(38)
+    log = LOGS[name] * (1 + (3 << 20) // len(LOGS[name]))  # a few MB: many chunks
+    text, document = LogText(URI, log), TextDocument(URI, source=log, position_codec=CODEC)
+    for _ in range(40):
+        lines = document.lines
+        line = rng.randrange(len(lines))
+        end_line = min(len(lines) - 1, line + rng.choice([0, 0, 1, 3, 5000]))  # within a chunk, or across
+        start = lsp.Position(line=line, character=rng.randint(0, CODEC.client_num_units(lines[line].rstrip("\r\n"))))
+        end = lsp.Position(
+            line=end_line, character=rng.randint(0, CODEC.client_num_units(lines[end_line].rstrip("\r\n")))
+        )
+        if (end.line, end.character) < (start.line, start.character):
+            start, end = end, start
+        new = rng.choice(["", "x", "step 7 done\n", "a\r\nb", lines[rng.randrange(len(lines))] * rng.randint(1, 3)])
+        change = lsp.TextDocumentContentChangePartial(range=lsp.Range(start=start, end=end), text=new)
+        before = str(text).encode("utf-8")
+        offset = text.apply(change, CODEC)
+        document.apply_change(change)
+        after = document.source.encode("utf-8")
+        assert str(text) == document.source
+        assert before[:offset] == after[:offset]  # nothing before the offset it names has changed
+        assert text.since(offset) == after[offset:]
+        assert text.at_end(end_of(document), CODEC)
+
+
 def test_an_append_to_a_long_text_reads_only_what_was_appended() -> None:
     lines = LOGS["rank2"].splitlines(keepends=True)
     head, tail = "".join(lines[:30]) * 2000, "".join(lines[30:])  # 30 lines x 2000, then the failure
