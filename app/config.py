@@ -77,6 +77,9 @@ class Settings(BaseModel):
         5, ge=0, le=300, description="how long a diagnosis waits for a free slot before it gets 503; 0: no wait"
     )
     retry_after: int = Field(5, ge=1, description="seconds a client is told to wait after a 503")
+    body_seconds: float = Field(
+        120, gt=0, le=3600, description="how long a request's body may take to arrive; a slower one gets 408"
+    )
     store_log: bool = Field(False, description="keep the whole log, not only the evidence windows")
     context_lines: int = Field(5, ge=0, le=50, description="log lines kept before and after each evidence line")
     retention_days: int = Field(30, ge=0, description="days a stored diagnosis is kept; 0 keeps it forever")

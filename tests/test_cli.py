@@ -96,6 +96,28 @@ def test_input_errors_exit_2_with_a_readable_message(tmp_path: Path) -> None:
     assert run("diagnose", str(tmp_path))[0] == 2
 
 
+# A Chinese-locale Windows console writes GBK; pasted as UTF-8, each of its messages becomes a
+# run of U+FFFD (what `bytes.decode("utf-8", "replace")` makes of it), the English lines intact.
+_CONSOLE = "错误：找不到指定的模块。 进程已结束，退出代码 1".encode("gbk")
+MOJIBAKE = (
+    b"UserWarning: TypedStorage is deprecated.\r\n"
+    + _CONSOLE.decode("utf-8", "replace").encode()
+    + b"\r\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\r\n"
+)
+
+
+def test_a_garbled_paste_is_text_and_the_report_says_some_lines_were_unreadable(tmp_path: Path) -> None:
+    pasted = tmp_path / "paste.log"
+    pasted.write_bytes(MOJIBAKE)
+    code, out, err = run("diagnose", str(pasted))
+    assert code == 1, err
+    assert "could not be read (replacement characters, U+FFFD)" in out and "[cuda.oom]" in out
+    raw = tmp_path / "console.log"  # the console's own bytes, in its code page
+    raw.write_bytes(b"UserWarning: x\r\n" + _CONSOLE * 8 + b"\r\nRuntimeError: CUDA out of memory.\r\n")
+    code, out, err = run("diagnose", str(raw))
+    assert code == 1 and "[cuda.oom]" in out, err
+
+
 def test_binary_input_is_an_input_error_as_the_api_answers_415(tmp_path: Path) -> None:
     log = tmp_path / "weights.log"
     log.write_bytes(bytes(range(256)) * 1000)

@@ -58,6 +58,7 @@ class Notifier:
 
 # Permalinks asked of --server per run at most: each one counts against the daily allowance.
 MAX_PERMALINKS = 3
+SEND_TIMEOUT = 30.0  # seconds one --server request may take, answer and all (the watch's exit waits at most this)
 
 
 class Permalinks:
@@ -67,10 +68,12 @@ class Permalinks:
     standard error when it comes back.
     """
 
-    def __init__(self, server: str | None, api_key: str | None, top: int | None) -> None:
+    def __init__(self, server: str | None, api_key: str | None, top: int | None, timeout: float = SEND_TIMEOUT) -> None:
         self.server, self.api_key, self.top = server, api_key, top
+        self.timeout = timeout  # for each request: a server that trickles its answer is given up on
         self.sent: set[tuple[object, ...]] = set()
         self.threads: list[threading.Thread] = []
+        self.started: list[float] = []
 
     def send(self, d: Diagnosis, job: LiveJob) -> None:
         if not self.server or not d.candidates or len(self.sent) >= MAX_PERMALINKS:
@@ -88,6 +91,7 @@ class Permalinks:
         thread = threading.Thread(target=self._post, args=(excerpt, total_lines, total_bytes, name), daemon=True)
         thread.start()
         self.threads.append(thread)
+        self.started.append(time.monotonic())
 
     def _post(self, excerpt: list[tuple[int, str]], total_lines: int, total_bytes: int, name: str) -> None:
         from app.remote import RemoteError, post_excerpt
@@ -104,6 +108,7 @@ class Permalinks:
                 api_key=self.api_key,
                 max_wait=0,
                 notify=lambda message: click.echo(f"tracelore watch: {message}", err=True),
+                timeout=self.timeout,
             )
         except (RemoteError, OSError) as exc:
             click.echo(f"tracelore watch: --server: {exc}", err=True)
@@ -112,8 +117,9 @@ class Permalinks:
             click.echo(f"tracelore watch: full diagnosis: {result.url}", err=True)
 
     def join(self) -> None:
-        for thread in self.threads:
-            thread.join(NOTIFY_TIMEOUT)
+        """Wait for the requests in flight, each at most until its own deadline (then it has ended anyway)."""
+        for thread, started in zip(self.threads, self.started, strict=True):
+            thread.join(max(0.0, started + self.timeout + 1 - time.monotonic()))
 
 
 def shown_lines(d: Diagnosis, file: str | None) -> list[tuple[int, str]]:

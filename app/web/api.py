@@ -163,7 +163,7 @@ async def diagnose_request(
             library,
             top=upload.top or top,
             context=settings.context_lines,
-            keep_log=settings.store_log,
+            keep_log=settings.store_log and keeping,  # a log not stored is not kept whole either
             metrics=metrics,
             excerpt=upload.excerpt,
             redactor=request.app.state.redactor,

@@ -23,11 +23,11 @@ from app.config import Settings, thread_policy
 from app.core.knowledge.loading import Library, load_library
 from app.core.redaction.redactor import Redactor
 from app.quota.tiers import tier_table
-from app.retention import purge_logged
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker
-from app.web import accounts, api, encyclopedia, learning, openapi, pages, prefilter, quota, retention
+from app.web import accounts, api, encyclopedia, learning, openapi, pages, periodic, prefilter, quota, retention
 from app.web.access_log import install_access_log_filter
+from app.web.body_deadline import BodyDeadlineMiddleware
 from app.web.identity import check_form_origin, csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
@@ -44,15 +44,13 @@ SHUTDOWN_DRAIN_SECONDS = 60
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    await anyio.to_thread.run_sync(purge_logged, app.state.sessionmaker, app.state.settings)
     # What startup made (modules, the library, templates) lives as long as the server: out of the
     # cyclic collector's way while it serves, a full collection no longer walks all of it again
     # under load. Unfrozen when the app stops: a process that outlives it (tests) loses nothing.
     gc.freeze()
     try:
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(retention.purge_periodically, app.state.sessionmaker, app.state.settings)
-            tasks.start_soon(learning.learn_periodically, app)
+            await periodic.start(tasks, app)  # the purge and the learning summary: per process or per cluster
             try:
                 yield
             finally:
@@ -146,4 +144,5 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.add_middleware(accounts.CsrfCookieMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(BodyDeadlineMiddleware, seconds=settings.body_seconds)
     return app

@@ -46,6 +46,24 @@ def visible(text: str) -> Markup:
     return Markup("".join(out))
 
 
+def title_text(text: str) -> str:
+    """Text for a place that holds no markup (a page's `<title>`): one line, every invisible or
+    reordering character written as a `\\uXXXX` escape.
+
+    A right-to-left override from a search query would otherwise reorder the tab's title and the
+    browser's history entry.
+    """
+    text = " ".join(text.split())  # line breaks and tabs: the title is one line
+    if text.isprintable():
+        return text
+    return "".join(
+        (f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+        if unicodedata.category(ch) in _HIDDEN
+        else ch
+        for ch in text
+    )
+
+
 def highlight(evidence: Evidence) -> Markup:
     """The evidence text with the matched span in <mark>."""
     text = evidence.text
@@ -130,6 +148,7 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters["by_line"] = by_line
     templates.env.filters["marked"] = marked
     templates.env.filters["visible"] = visible
+    templates.env.filters["title_text"] = title_text
     templates.env.filters["when"] = when
     templates.env.filters["began_gap"] = began_gap
     templates.env.filters["bytes"] = human_bytes

@@ -172,6 +172,19 @@ def test_binary_data_is_not_a_text_log(live: LiveServer, client: httpx.Client) -
     assert "Content-Encoding: gzip" in str(body["detail"])
 
 
+def test_a_garbled_windows_paste_is_text_diagnosed_on_its_readable_lines(
+    live: LiveServer, client: httpx.Client
+) -> None:
+    from tests.test_cli import MOJIBAKE
+
+    r = client.post("/api/v1/diagnoses", content=MOJIBAKE, headers={"Content-Type": "text/plain"})
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["candidates"][0]["id"] == "cuda.oom" and body["input"]["unreadable_lines"] == 1
+    page = client.get(body["url"])
+    assert "could not be read (replacement characters, U+FFFD)" in page.text
+
+
 def test_malformed_json_is_400_and_invalid_json_is_422(live: LiveServer, client: httpx.Client) -> None:
     headers = {"Content-Type": "application/json"}
     rejected(live, client, 400, "bad-input", content=b'{"log": ', headers=headers)

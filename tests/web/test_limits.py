@@ -29,11 +29,19 @@ def _in_flight(client: httpx.Client) -> int:
 # too close to the 0.3 s a queued request waits. A log of one repeated line does not do: the
 # matcher stops reading a pattern once the file has enough of it.
 SLOW = b"".join(p.read_bytes() for p in sorted((REPO / "tests" / "corpus" / "cases").glob("gh-*/log.txt"))) * 16
+# Above it the anonymous and upload limits, which the corpus outgrows (11 MB for 1,100 pastes).
+SLOW_LIMIT = max(32 << 20, 2 * len(SLOW))
 
 
 def test_beyond_max_in_flight_requests_get_503_quickly(sqlite_url: str, tmp_path: Path, library: Library) -> None:
     settings = make_settings(
-        sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=32 << 20, retry_after=7, queue_seconds=0
+        sqlite_url,
+        tmp_path,
+        max_in_flight=1,
+        max_upload_bytes=SLOW_LIMIT,
+        max_log_anonymous=SLOW_LIMIT,
+        retry_after=7,
+        queue_seconds=0,
     )
     with live_server(settings, library) as server, server.client() as client:
         results: list[int] = []
@@ -65,7 +73,14 @@ def _hold_the_only_slot(client: httpx.Client, results: list[int]) -> threading.T
 
 
 def test_a_request_beyond_max_in_flight_waits_for_a_slot(sqlite_url: str, tmp_path: Path, library: Library) -> None:
-    settings = make_settings(sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=32 << 20, queue_seconds=120)
+    settings = make_settings(
+        sqlite_url,
+        tmp_path,
+        max_in_flight=1,
+        max_upload_bytes=SLOW_LIMIT,
+        max_log_anonymous=SLOW_LIMIT,
+        queue_seconds=120,
+    )
     with live_server(settings, library) as server, server.client() as client:
         results: list[int] = []
         slow = _hold_the_only_slot(client, results)
@@ -79,7 +94,13 @@ def test_a_request_beyond_max_in_flight_waits_for_a_slot(sqlite_url: str, tmp_pa
 
 def test_a_request_that_waits_too_long_gets_503(sqlite_url: str, tmp_path: Path, library: Library) -> None:
     settings = make_settings(
-        sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=32 << 20, queue_seconds=0.3, retry_after=9
+        sqlite_url,
+        tmp_path,
+        max_in_flight=1,
+        max_upload_bytes=SLOW_LIMIT,
+        max_log_anonymous=SLOW_LIMIT,
+        queue_seconds=0.3,
+        retry_after=9,
     )
     with live_server(settings, library) as server, server.client() as client:
         results: list[int] = []

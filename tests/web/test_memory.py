@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.uploads import MiB, all_at_once, budget, measure
+from bench.uploads import MiB, all_at_once, budget, escape_dense, measure
 
 LIMIT = 64 * MiB  # the anonymous tier's largest log on this server
 IN_FLIGHT = 4
@@ -24,5 +24,15 @@ def test_hostile_uploads_at_once_stay_within_the_memory_budget(signatures_dir: P
     growth, statuses = measure(bodies, limit=LIMIT, in_flight=IN_FLIGHT, signatures=signatures_dir)
     # Within the limit: diagnosed, none shed; over it, bombs included: 413.
     assert statuses == expected
+    allowed = budget(bodies, IN_FLIGHT)
+    assert growth <= allowed, f"peak memory grew by {growth / MiB:.0f} MiB (budget {allowed / MiB:.0f} MiB)"
+
+
+def test_escape_dense_json_logs_stay_within_the_memory_budget(signatures_dir: Path) -> None:
+    """64 JSON logs of `\\\\` escapes being read at once: each held ~30 MiB in the string parser (issue #38)."""
+    body, status = escape_dense()
+    bodies = [body] * 64
+    growth, statuses = measure(bodies, limit=LIMIT, in_flight=IN_FLIGHT, signatures=signatures_dir)
+    assert statuses == {status: 64}
     allowed = budget(bodies, IN_FLIGHT)
     assert growth <= allowed, f"peak memory grew by {growth / MiB:.0f} MiB (budget {allowed / MiB:.0f} MiB)"
