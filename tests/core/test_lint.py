@@ -88,6 +88,10 @@ def test_a_sound_file_passes(tmp_path: Path) -> None:
         ),
         ({"fix": ["Use {nothing}."]}, "warning: fix uses {nothing} but no pattern captures it"),
         (
+            {"fingerprints": [{"name": "x", "regex": "CUDA (?P<what>oom)", "weight": 0.5, "means": "ran out: {what}"}]},
+            "x: its `means` shows {what} as written",
+        ),
+        (
             {"examples": {"match": [{"log": "all good", "source": "t"}], "no_match": [{"log": "fine", "source": "t"}]}},
             "examples.match[0] (t): expected cuda.oom on top, got nothing",
         ),

@@ -135,6 +135,10 @@ def check_placeholders(sig: Signature, path: Path) -> Iterable[Issue]:
     """
     captures = {c for _, p in _each_pattern(sig) for c in _CAPTURE.findall(p)} | {"rank"}
     sure = set.intersection(*(set(_CAPTURE.findall(p.regex)) for p in sig.fingerprints))
+    for p in (*sig.fingerprints, *sig.symptoms):
+        for name in sorted(named(p.means or "")):
+            # `means` is shown as written (symptoms table, clue notes, reports): never filled.
+            yield Issue(path, None, f"{p.name}: its `means` shows {{{name}}} as written: say it in words")
     for field_name, text in (*(("fix", t) for t in sig.fix), ("verify", sig.verify), ("resume", sig.resume)):
         for name in sorted(named(text) - captures):
             yield Issue(path, None, f"{field_name} uses {{{name}}} but no pattern captures it", "warning")
