@@ -48,7 +48,7 @@ def test_every_corpus_case_fed_in_random_pieces_gets_the_whole_file_diagnosis(li
     assert len(cases) > 800
     different = []
     pasted = [case.name for case in cases if _pasted(_logs(case))]
-    assert len(pasted) < 20  # a handful of real pastes: most logs are read as written either way
+    assert len(pasted) < 0.03 * len(cases)  # a few real pastes: most logs are read as written either way
     for case in cases:
         if case.name in pasted:
             continue

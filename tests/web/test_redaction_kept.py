@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import random
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,6 +68,17 @@ def keeping(
         yield server
 
 
+def _text_of(raw: bytes) -> str:
+    """A stored value as text: a gzip stream as far as it decompresses (the PostgreSQL database is
+    shared by the session's modules, and some store cut or hostile streams), other bytes as Latin-1."""
+    if raw[:2] != b"\x1f\x8b":
+        return raw.decode("latin-1")
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw).decode("utf-8", "replace")
+    except zlib.error:
+        return raw.decode("latin-1")
+
+
 def _dump(server: LiveServer) -> list[str]:
     """Every value of every row of every table, a kept log decompressed."""
     out: list[str] = []
@@ -77,7 +89,7 @@ def _dump(server: LiveServer) -> list[str]:
                 for value in row:
                     if isinstance(value, bytes | memoryview):
                         raw = bytes(value)
-                        out.append(gzip.decompress(raw).decode() if raw[:2] == b"\x1f\x8b" else raw.decode("latin-1"))
+                        out.append(_text_of(raw))
                     else:
                         out.append(str(value))
     return out
