@@ -249,3 +249,19 @@ def test_a_large_input_shows_progress_on_a_terminal_and_nothing_elsewhere(tmp_pa
     # Not a terminal: silent.
     quiet = subprocess.run([sys.executable, "-m", "app", "diagnose", str(log)], capture_output=True, timeout=120)
     assert quiet.returncode == 0 and quiet.stderr == b""
+
+
+def test_help_lists_every_command_grouped_with_its_whole_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.cli import COMMANDS, SECTIONS
+
+    listed = [name for summaries in SECTIONS.values() for name in summaries]
+    assert sorted(listed) == sorted(COMMANDS)  # each command once, none left out
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run("--help")
+    assert code == 0
+    assert not any("..." in line for line in out.splitlines()[1:])  # the usage line ends in [ARGS]...
+    for title, summaries in SECTIONS.items():
+        assert f"{title}:" in out
+        for name, summary in summaries.items():
+            assert f"  {name}" in out and summary in " ".join(out.split()), name
+    assert max(len(line) for line in out.splitlines()) <= 80
