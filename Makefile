@@ -20,8 +20,8 @@ $(VENV)/.served: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-serve: $(VENV)/.served  ## start the service on SQLite (no configuration needed)
-	$(BIN)/tracelore serve
+serve: $(VENV)/.served  ## start the service on SQLite for yourself (local mode; another port: make serve PORT=8081)
+	$(BIN)/tracelore serve --local $(if $(PORT),--port $(PORT))
 
 lint: install  ## formatting, static checks (ruff, mypy --strict) and the signature library
 	$(BIN)/ruff format --check .

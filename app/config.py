@@ -45,6 +45,18 @@ def thread_policy(settings: Settings, *, diagnoses: int | None = None) -> Thread
     return Threads(diagnoses=at_once, scan=settings.scan_threads or min(8, max(2, cores // at_once)))
 
 
+def is_loopback(host: str) -> bool:
+    """Whether an address (or `localhost`) is this machine's own, reachable from nowhere else."""
+    if host == "localhost":
+        return True
+    import ipaddress  # here: only a server's settings ask, not a one-shot command's
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class Settings(BaseModel):
     """Service and CLI settings. Every field is documented in README.md.
 
@@ -62,6 +74,11 @@ class Settings(BaseModel):
     )
     database_url: str = Field("", description="SQLAlchemy URL; empty means SQLite in data_dir")
     host: str = Field("127.0.0.1", description="address `tracelore serve` binds")
+    local: bool = Field(
+        False,
+        description="single-user mode for your own machine (`make serve`): requests from this machine have no daily"
+        " allowance and no sign-in; only with a loopback host and no trusted proxy",
+    )
     port: int = Field(8000, ge=0, le=65535, description="port `tracelore serve` binds")
     workers: int = Field(1, ge=1, le=64, description="uvicorn worker processes")
     base_url: str = Field("", description="public URL of the service, for permalinks")
@@ -155,6 +172,22 @@ class Settings(BaseModel):
             if value.startswith(prefix):
                 return "postgresql+psycopg://" + value[len(prefix) :]
         return value
+
+    @model_validator(mode="after")
+    def _local_stays_local(self) -> Settings:
+        # A deployment must not lose its allowances by accident: local mode never listens beyond
+        # this machine, and never behind a proxy, whose requests would all come from loopback.
+        if self.local and not is_loopback(self.host):
+            raise ValueError(
+                f"local mode serves this machine only, but the host is {self.host!r}: bind 127.0.0.1"
+                " (TRACELORE_HOST) or turn local mode off (TRACELORE_LOCAL=0) for a shared server"
+            )
+        if self.local and self.forwarded_allow_ips:
+            raise ValueError(
+                "local mode cannot trust a proxy (TRACELORE_FORWARDED_ALLOW_IPS): behind one, every request"
+                " would come from this machine; turn local mode off (TRACELORE_LOCAL=0) for a proxied server"
+            )
+        return self
 
     @property
     def effective_database_url(self) -> str:

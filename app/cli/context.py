@@ -18,6 +18,7 @@ import click
 from app.config import Settings, thread_policy
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
     from sqlalchemy.orm import Session
 
     from app.core.knowledge.loading import Library
@@ -35,12 +36,27 @@ def safe_url(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def settings_problem(exc: ValidationError) -> str:
+    """What is wrong with the configuration, by the variable a person sets, one line each."""
+    lines = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"])
+        name = f"TRACELORE_{where.upper()}" if where else "the settings"
+        lines.append(f"{name}: {error['msg'].removeprefix('Value error, ')}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
 class CliContext:
     """The shared state of one command line: one Settings, the library and store built from it."""
 
     @functools.cached_property
     def settings(self) -> Settings:
-        return Settings()
+        from pydantic import ValidationError
+
+        try:
+            return Settings()
+        except ValidationError as exc:
+            raise click.ClickException(settings_problem(exc)) from None
 
     def configure(self, **values: object) -> None:
         """Set TRACELORE_<NAME> here and for what this process starts (uvicorn's workers); read the settings anew."""

@@ -22,15 +22,25 @@ if TYPE_CHECKING:
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port [TRACELORE_PORT, default 8000].")
 @click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes [TRACELORE_WORKERS].")
 @click.option("--database-url", default=None, help="SQLAlchemy URL [TRACELORE_DATABASE_URL, default SQLite].")
-def serve(host: str | None, port: int | None, workers: int | None, database_url: str | None) -> None:
+@click.option(
+    "--local/--no-local",
+    default=None,
+    help="Single-user mode for this machine: no daily allowance, no sign-in [TRACELORE_LOCAL; `make serve` sets it].",
+)
+def serve(
+    host: str | None, port: int | None, workers: int | None, database_url: str | None, local: bool | None
+) -> None:
     """Migrate the database, then serve the web app and API."""
     from app.metrics_dir import metrics_directory
     from app.store.migrate import upgrade
 
     # Workers build their own Settings from the environment (uvicorn factory mode): flags go there first.
     state = current()
-    state.configure(host=host, port=port, workers=workers, database_url=database_url)
+    state.configure(
+        host=host, port=port, workers=workers, database_url=database_url, local=None if local is None else int(local)
+    )
     settings = state.settings
+    check_port_free(settings.host, settings.port)
     url = settings.effective_database_url
     try:
         upgrade(url)
@@ -39,6 +49,30 @@ def serve(host: str | None, port: int | None, workers: int | None, database_url:
     # Every worker writes its metrics to one directory, so any worker's /metrics is the whole server's.
     with metrics_directory():
         _serve(settings, url)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail with one clear line when something already listens on the address, before start-up
+    (uvicorn would say so only after the database and the library were ready, as a traceback)."""
+    import socket
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {host}: {exc.strerror or exc}") from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As uvicorn binds: an address a closed connection left in TIME_WAIT is free to reuse.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise click.ClickException(
+                f"port {port} on {host} is in use ({exc.strerror or exc}): stop what listens there, or choose"
+                " another port with --port (TRACELORE_PORT; `make serve PORT=8081`)"
+            ) from None
 
 
 def _serve(settings: Settings, url: str) -> None:
@@ -54,6 +88,8 @@ def _serve(settings: Settings, url: str) -> None:
     shown = "localhost" if settings.host in ("0.0.0.0", "::") else settings.host
     click.echo(f"Tracelore {__version__}: database {safe_url(url)}, {len(app.state.library)} signatures")
     click.echo(f"Tracelore is serving on http://{shown}:{settings.port}/ (Ctrl+C to stop)")
+    if settings.local:
+        click.echo("Local mode: requests from this machine have no daily allowance and need no sign-in")
     run = functools.partial(
         uvicorn.run,
         host=settings.host,

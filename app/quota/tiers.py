@@ -35,10 +35,17 @@ _HOW = {
 _UPGRADE = {"anonymous": "verified", "free": "verified", "verified": "pro"}
 
 
+# The tier of a request from the machine a local-mode server runs on (`Settings.local`): never
+# given to an account, so it is not in TIERS. Counted like any other (the numbers stay true),
+# against an allowance nobody reaches.
+LOCAL = "local"
+LOCAL_DAILY = 2**31 - 1
+
+
 def tier_table(settings: Settings) -> dict[str, Tier]:
-    """Every tier by name, in ascending order of trust."""
+    """Every tier by name, in ascending order of trust (and `local` last in local mode)."""
     cap = settings.max_upload_bytes
-    return {
+    table = {
         name: Tier(
             name=name,
             daily=getattr(settings, f"quota_{name}"),
@@ -47,6 +54,9 @@ def tier_table(settings: Settings) -> dict[str, Tier]:
         )
         for name in TIERS
     }
+    if settings.local:
+        table[LOCAL] = Tier(LOCAL, LOCAL_DAILY, cap, "run Tracelore on your own machine in local mode (`make serve`)")
+    return table
 
 
 def next_tier(table: dict[str, Tier], name: str) -> Tier | None:

@@ -34,8 +34,9 @@ from itsdangerous import BadSignature, Signer, TimestampSigner
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.datastructures import URL
 
-from app.config import Settings
+from app.config import Settings, is_loopback
 from app.errors import BadInput, Forbidden, NotReady, Unauthorized
+from app.quota.tiers import LOCAL
 from app.store.accounts import Account, ApiKey, key_account, server_secret, session_account, utcnow
 from app.web.sessions import Sessions, sessions_of
 
@@ -177,7 +178,20 @@ def resolve_subject(request: Request, sessions: Sessions) -> Subject:
         if signed_in:
             return Subject(id=f"account:{signed_in.id}", tier=signed_in.tier, account=signed_in)
     host = request.client.host if request.client else "unknown"
+    if from_this_machine(request, host):
+        return Subject(id=LOCAL, tier=LOCAL)
     return Subject(id=anonymous_id(secret(request), host), tier="anonymous")
+
+
+# Headers a proxy adds: a request that carries one was sent on behalf of another machine.
+FORWARDING = ("forwarded", "x-forwarded-for", "x-real-ip")
+
+
+def from_this_machine(request: Request, host: str) -> bool:
+    """Whether a local-mode server should treat the caller as its owner: the TCP peer is this
+    machine and nothing says the request was forwarded for someone else."""
+    settings: Settings = request.app.state.settings
+    return settings.local and is_loopback(host) and not any(h in request.headers for h in FORWARDING)
 
 
 def csrf_seed(request: Request) -> str | None:

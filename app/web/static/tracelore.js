@@ -34,6 +34,11 @@ document.addEventListener("DOMContentLoaded", () => {
       .then((r) => (r.ok ? r.json() : null))
       .then((q) => {
         if (!q) return;
+        if (q.tier === "local") {
+          quota.textContent = "Local mode: no daily allowance on this machine.";
+          quota.hidden = false;
+          return;
+        }
         const left = q.remaining > 0 ? `${q.remaining} of ${q.limit} diagnoses left` : `no diagnoses left (all ${q.limit} used)`;
         quota.textContent = `Today: ${left}; the count starts again at midnight UTC.`;
         quota.hidden = false;
