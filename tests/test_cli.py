@@ -96,6 +96,20 @@ def test_input_errors_exit_2_with_a_readable_message(tmp_path: Path) -> None:
     assert run("diagnose", str(tmp_path))[0] == 2
 
 
+def test_a_url_says_how_to_pipe_it_in() -> None:
+    code, out, err = run("diagnose", "https://example.com/runs/42/train.log")
+    assert code == 2 and out == ""
+    assert "curl -sL 'https://example.com/runs/42/train.log' | tracelore diagnose -" in err
+
+
+def test_an_empty_rank_file_among_others_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "rank0.log").write_bytes(b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    (tmp_path / "rank1.log").write_bytes(b"")
+    code, out, err = run("diagnose", str(tmp_path / "rank0.log"), str(tmp_path / "rank1.log"))
+    assert code == 1 and "cuda.oom" in out
+    assert f"note: {tmp_path / 'rank1.log'} is empty (0 bytes)" in err
+
+
 # A Chinese-locale Windows console writes GBK; pasted as UTF-8, each of its messages becomes a
 # run of U+FFFD (what `bytes.decode("utf-8", "replace")` makes of it), the English lines intact.
 _CONSOLE = "错误：找不到指定的模块。 进程已结束，退出代码 1".encode("gbk")

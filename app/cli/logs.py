@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -146,6 +147,16 @@ def terminal() -> TextIO | None:
     return sys.stderr if sys.stderr.isatty() else None
 
 
+_URL = re.compile(r"^(?:https?|s3|gs|ftp)://", re.IGNORECASE)
+
+
+def _empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0 and path.is_file()
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, BinaryIO]]]:
     """The logs, each gunzipped when it is gzip (standard input too) and refused when it is not text."""
@@ -155,6 +166,10 @@ def open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, BinaryI
             if p == "-":
                 name, stream = "<stdin>", sys.stdin.buffer
             else:
+                if _URL.match(p):
+                    raise click.UsageError(
+                        f"{p} is a URL; tracelore reads files and standard input: curl -sL '{p}' | tracelore diagnose -"
+                    )
                 path = Path(p)
                 if path.is_dir():
                     raise click.UsageError(f"{p} is a directory; pass log files")
@@ -163,6 +178,8 @@ def open_logs(paths: tuple[str, ...]) -> Iterator[list[tuple[str | None, BinaryI
                 except OSError as exc:
                     raise click.UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
                 name = p
+            if len(paths) > 1 and p != "-" and path.suffix != ".gz" and _empty(path):  # alone: an error below
+                click.echo(f"note: {p} is empty (0 bytes): it holds nothing to diagnose", err=True)
             try:
                 opened.append((name, open_log(stream)))
             except NotText as exc:

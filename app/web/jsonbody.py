@@ -325,9 +325,17 @@ def too_large(limit: int, what: str = "the log") -> TooLarge:
     """The 413 error, saying the limit and what to do."""
     return TooLarge(
         f"{what} is larger than the limit of {human_bytes(limit)} ({limit} bytes); "
-        "send the end of the log instead, e.g. `tail -c 20M train.log`",
+        f"send the end of the log instead, e.g. `tail -c {tail_size(limit)} train.log`",
         extra={"limit": limit},
     )
+
+
+def tail_size(limit: int) -> str:
+    """A `tail -c` size well inside a limit (half of it, rounded down to a unit people type)."""
+    half = limit // 2
+    if half >= 1 << 20:
+        return f"{half >> 20}M"
+    return f"{max(1, half >> 10)}K"
 
 
 def human_bytes(n: int) -> str:

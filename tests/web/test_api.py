@@ -248,6 +248,7 @@ def test_pathological_content_type_is_answered_fast(live: LiveServer, client: ht
 def test_too_large_body_is_413_with_the_limit(live: LiveServer, client: httpx.Client) -> None:
     body = rejected(live, client, 413, "too-large", content=b"x" * (LIMIT + 1))
     assert "256 KiB" in str(body["detail"]) and body["limit"] == LIMIT
+    assert "`tail -c 128K train.log`" in str(body["detail"])  # a tail that fits, not one over the limit
 
 
 def test_a_pasted_field_over_the_limit_is_413(live: LiveServer, client: httpx.Client) -> None:
