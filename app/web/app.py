@@ -28,6 +28,7 @@ from app.store.db import make_engine, make_sessionmaker
 from app.web import accounts, api, encyclopedia, learning, openapi, pages, periodic, prefilter, quota, retention
 from app.web.access_log import install_access_log_filter
 from app.web.body_deadline import BodyDeadlineMiddleware
+from app.web.compression import CompressionMiddleware
 from app.web.identity import check_form_origin, csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
@@ -141,6 +142,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     _add_docs(app)
     openapi.install(app)
     app.state.diagnosis_paths = api.diagnosis_paths(app)
+    app.add_middleware(CompressionMiddleware)
     app.add_middleware(accounts.CsrfCookieMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)

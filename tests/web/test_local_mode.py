@@ -21,6 +21,15 @@ OOM = (SAMPLES / "oom-killed.log").read_bytes()
 HTML = {"Accept": "text/html"}
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tracelore serve` writes its flags to TRACELORE_* for its workers: put them back afterwards."""
+    for name in ("HOST", "PORT", "WORKERS", "DATABASE_URL", "LOCAL"):
+        # setenv records the variable's state before the test (delenv of an unset one records nothing).
+        monkeypatch.setenv(f"TRACELORE_{name}", "")
+        monkeypatch.delenv(f"TRACELORE_{name}")
+
+
 def _settings(sqlite_url: str, tmp_path: Path, **overrides: object) -> Settings:
     # A fresh secret: the anonymous subject of 127.0.0.1 starts the day with nothing used.
     return make_settings(sqlite_url, tmp_path, quota_anonymous=3, secret_key=secrets.token_hex(8), **overrides)
