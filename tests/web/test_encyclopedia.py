@@ -412,6 +412,15 @@ def test_search_finds_the_right_entry_first(web: httpx.Client, query: str, entry
     assert page.meta.get("robots") == "noindex"
 
 
+def test_a_recognised_error_line_finds_its_entry_and_few_others(web: httpx.Client) -> None:
+    line = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    page = parse(web.get("/search", params={"q": line}).text)
+    assert page.results[0] == "/failures/cuda.illegal_memory_access"
+    # Not every entry that shares "error" or "memory" with it: only its close relatives.
+    assert 1 < len(page.results) <= 5, page.results
+    assert "/failures/storage.object_store_error" not in page.results
+
+
 def test_search_form_and_bad_queries(web: httpx.Client) -> None:
     empty = web.get("/search")
     assert empty.status_code == 200 and 'name="q"' in empty.text and "entries found" not in empty.text
