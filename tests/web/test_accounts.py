@@ -124,6 +124,7 @@ def test_magic_link_sign_in_keys_and_sign_out(server: LiveServer, smtp: tuple[In
         key = re.search(r'id="new-key-value">(tlk_\w+)<', created.text)
         assert key, created.text
         secret = key.group(1)
+        assert 'class="copy" data-copy="new-key-value"' in created.text  # shown once: a copy button beside it
         later = client.get("/account", headers=HTML).text
         assert secret not in later and secret[:12] in later and "GitHub Actions" in later
 
@@ -133,6 +134,9 @@ def test_magic_link_sign_in_keys_and_sign_out(server: LiveServer, smtp: tuple[In
 
         key_id = re.search(r'action="/account/keys/(\w+)/revoke"', later)
         assert key_id
+        # Revoking asks first: the button is inside a folded confirmation that says what it does.
+        confirm = re.search(r"<summary>Revoke…</summary>\s*<form[^>]*/revoke\">\s*<p>([^<]+)</p>", later)
+        assert confirm and "cannot be undone" in confirm.group(1)
         revoked = client.post(f"/account/keys/{key_id.group(1)}/revoke", data={"csrf": _csrf(later)}, headers=HTML)
         assert revoked.status_code == 303
         assert "revoked" in client.get("/account", headers=HTML).text
