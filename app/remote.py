@@ -16,7 +16,7 @@ import json
 import secrets
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,19 +73,21 @@ def human_size(n: int) -> str:
     return f"{n} bytes"
 
 
-def _multipart(filename: str, payload: bytes, fields: dict[str, str]) -> tuple[bytes, str]:
+def _multipart(files: Iterable[tuple[str, bytes]], fields: dict[str, str]) -> tuple[bytes, str]:
+    """A multipart/form-data body: the fields, then one `file` part per (filename, gzip payload)."""
     boundary = "tracelore-" + secrets.token_hex(16)
-    safe = filename.replace('"', "_").replace("\r", "_").replace("\n", "_")
     parts = [
         f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
         for name, value in fields.items()
     ]
-    parts.append(
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{safe}"\r\n'
-        "Content-Type: application/gzip\r\n\r\n".encode()
-        + payload
-        + b"\r\n"
-    )
+    for filename, payload in files:
+        safe = filename.replace('"', "_").replace("\r", "_").replace("\n", "_")
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{safe}"\r\n'
+            "Content-Type: application/gzip\r\n\r\n".encode()
+            + payload
+            + b"\r\n"
+        )
     parts.append(f"--{boundary}--\r\n".encode())
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
@@ -206,10 +208,18 @@ def post_excerpt(
 
 def post_log(server: str, log: bytes, *, filename: str, top: int | None = None, **options: Any) -> StoredDiagnosis:
     """POST a whole log (gzip-compressed, as a multipart file) and return the stored diagnosis."""
+    return post_logs(server, [(filename, log)], top=top, **options)
+
+
+def post_logs(
+    server: str, logs: Sequence[tuple[str, bytes]], *, top: int | None = None, **options: Any
+) -> StoredDiagnosis:
+    """POST the logs of one job (one per rank), each a gzip-compressed multipart file, as the API
+    takes several files; return the stored diagnosis of them together."""
     fields = {"store": "true"}
     if top is not None:
         fields["top"] = str(top)
-    body, content_type = _multipart(filename, gzip.compress(log, 6, mtime=0), fields)
+    body, content_type = _multipart(((name, gzip.compress(log, 6, mtime=0)) for name, log in logs), fields)
     return _post(server, body, {"Content-Type": content_type}, **options)
 
 

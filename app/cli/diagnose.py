@@ -5,6 +5,7 @@ Exit codes follow grep: 0 nothing found, 1 failure identified, 2 usage or input 
 
 from __future__ import annotations
 
+import functools
 import gzip
 import sys
 from pathlib import Path
@@ -60,10 +61,6 @@ def _remote(
 ) -> StoredDiagnosis:
     from app.remote import fetch_spec, human_size, padded_log, post_excerpt, post_log
 
-    if len(logs) != 1:
-        raise click.UsageError(
-            "remote mode sends one log per request: pass one file (diagnose several files locally, without --server)"
-        )
     options: dict[str, Any] = {
         "api_key": api_key,
         "top": top,
@@ -72,6 +69,8 @@ def _remote(
     }
     # The browser's selection rules, as the server publishes them for its own library.
     spec = None if full else fetch_spec(server, api_key=api_key)
+    if len(logs) > 1:
+        return _remote_job(logs, signatures, spec, server=server, full=full, options=options)
     with open_logs(logs) as opened, progress_line() as shown:
         name, stream = opened[0]
         filename = Path(name or "log").name
@@ -102,6 +101,41 @@ def _remote(
         filename=filename,
         **options,
     )
+
+
+def _remote_job(
+    logs: tuple[str, ...],
+    signatures: Path | None,
+    spec: dict[str, Any] | None,
+    *,
+    server: str,
+    full: bool,
+    options: dict[str, Any],
+) -> StoredDiagnosis:
+    """The logs of one job (one file per rank) sent together, as files of one request.
+
+    Each file's evidence is sent as a log of the same length with the other lines left blank,
+    so line numbers stay those of the file (blank lines cost next to nothing once gzipped).
+    """
+    from app.remote import human_size, padded_log, post_logs
+
+    sent: list[tuple[str, bytes]] = []
+    with open_logs(logs) as opened, progress_line() as shown:
+        for name, stream in opened:
+            blocks = shown.reading(name, iter(functools.partial(stream.read, 4 << 20), b""))
+            if full:
+                sent.append((Path(name or "log").name, b"".join(blocks)))
+                continue
+            from app.core.selection.rules import prefilter_spec
+            from app.core.selection.selector import select_evidence
+
+            rules = spec or prefilter_spec(current().library(signatures))
+            excerpt = select_evidence(blocks, rules, threads=scan_threads())
+            sent.append((Path(name or "log").name, padded_log(excerpt.lines)))
+        shown.clear()
+    what = "the whole logs" if full else "the evidence of each"
+    click.echo(f"Sending {len(sent)} files, {what}: {human_size(sum(len(b) for _, b in sent))}", err=True)
+    return post_logs(server, sent, **options)
 
 
 @click.command()

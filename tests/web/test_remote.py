@@ -140,10 +140,6 @@ def test_server_errors_are_clear_and_exit_2(live: LiveServer, signatures_dir: Pa
     assert code == 2 and "cannot reach" in err
     code, _, err = run("diagnose", str(big_log), "--server", "ftp://example.org", "--signatures", str(signatures_dir))
     assert code == 2 and "http(s) URL" in err
-    code, _, err = run(
-        "diagnose", str(big_log), str(big_log), "--server", live.url, "--signatures", str(signatures_dir)
-    )
-    assert code == 2 and "one log per request" in err
 
 
 @pytest.fixture
@@ -242,3 +238,25 @@ def test_retry_after_accepts_seconds_and_dates() -> None:
     assert retry_after_seconds("Thu, 01 Jan 2026 12:01:00 GMT", now) == 60
     assert retry_after_seconds("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0
     assert retry_after_seconds("soon", now) is None and retry_after_seconds(None) is None
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_remote_sends_the_files_of_a_job_together(live: LiveServer, tmp_path: Path, full: bool) -> None:
+    ranks = tmp_path / "job"
+    ranks.mkdir()
+    (ranks / "rank0.log").write_bytes(PROGRESS[:20_000] + b"[rank0]: waiting for the other ranks\n")
+    (ranks / "rank1.log").write_bytes(PROGRESS[:20_000] + (SAMPLES / "ddp-cuda-oom.log").read_bytes())
+    args = ["diagnose", str(ranks / "rank0.log"), str(ranks / "rank1.log"), "--server", live.url, "--format", "json"]
+    code, out, err = run(*args, *(["--full"] if full else []))
+    assert code == 1, err
+    assert "Sending 2 files" in err
+    record = json.loads(out)
+    first = record["candidates"][0]
+    assert first["id"] == "cuda.oom" and first["file"] == "rank1.log"
+    # Line numbers are those of the file, whether the whole log or only its evidence was sent.
+    oom_line = PROGRESS[:20_000].count(b"\n") + next(
+        i
+        for i, line in enumerate((SAMPLES / "ddp-cuda-oom.log").read_bytes().splitlines(), 1)
+        if b"OutOfMemory" in line
+    )
+    assert first["line"] == oom_line
