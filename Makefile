@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install serve test lint eval fmt pytest bench docker clean
+.PHONY: install serve test lint eval docs fmt pytest bench docker clean
 
 install: $(VENV)/.installed  ## the service and the development tools (tests, linters, browser driver)
 
@@ -32,10 +32,13 @@ lint: install  ## formatting, static checks (ruff, mypy --strict) and the signat
 eval: install  ## the library measured on the corpus of real logs (fails below tests/corpus/thresholds.yaml)
 	$(BIN)/tracelore eval tests/corpus
 
+docs: install  ## the documentation (docs/, MkDocs) built into build/docs; a broken link or anchor fails it
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 pytest: install
 	$(BIN)/pytest
 
-test: lint eval pytest  ## the whole test suite
+test: lint eval docs pytest  ## the whole test suite
 
 fmt: install
 	$(BIN)/ruff format .

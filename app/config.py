@@ -58,7 +58,7 @@ def is_loopback(host: str) -> bool:
 
 
 class Settings(BaseModel):
-    """Service and CLI settings. Every field is documented in README.md.
+    """Service and CLI settings, each documented in docs/reference/settings.md (generated from here).
 
     Each field is read from TRACELORE_<NAME> unless given as an argument; pydantic parses
     the strings ("true", "8000", paths). A plain model: pydantic-settings would add a

@@ -6,7 +6,7 @@ For each kind of upload (large JSON logs, JSON over the limit, gzip-encoded JSON
 excerpts of 200,000 lines, excerpts of a few 1,000,000-character lines, large pasted form
 fields, forms of 128 files, JSON logs made of `\\\\` escapes) it starts a server with a throwaway SQLite database, warms it
 up, sends four of them at once and reads the growth of the process's peak resident memory (VmHWM in /proc); then
-all of them together, and 64 escape-dense JSON logs at once. It prints a markdown table next to the budget README.md states:
+all of them together, and 64 escape-dense JSON logs at once. It prints a markdown table next to the budget docs/self-hosting.md states:
 about 64 MiB per diagnosis in flight and 3 MiB per request being read or waiting (excerpt
 lines near the 1,000,000-character cap: about 16 MiB while such a request is read).
 tests/web/test_memory.py runs the "all at once" and the 64 escape-dense rows and holds them to that budget.
@@ -165,7 +165,7 @@ async def burst(url: str, bodies: list[Body]) -> Counter[int]:
 
 
 def budget(bodies: list[Body], in_flight: int) -> int:
-    """The growth README.md allows for these requests at once."""
+    """The growth docs/self-hosting.md allows for these requests at once."""
     long_excerpts = sum(1 for _, b in bodies if b.startswith(b'{"excerpt"') and b"\\u0001" * 1000 in b)
     return PER_DIAGNOSIS * in_flight + PER_REQUEST * (len(bodies) - long_excerpts) + PER_LONG_EXCERPT * long_excerpts
 

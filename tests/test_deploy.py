@@ -1,4 +1,4 @@
-"""The deployment files say what the README promises (no Docker engine here: check them as text)."""
+"""The deployment files say what the self-hosting docs promise (no Docker engine here: check them as text)."""
 
 from __future__ import annotations
 

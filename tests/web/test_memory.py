@@ -1,7 +1,7 @@
 """Memory under hostile uploads: a real `tracelore serve` process, its peak resident memory read from /proc.
 
 Concurrent large JSON logs, gzip-encoded JSON bombs, excerpts of many lines or of very long lines
-and large pasted form fields must keep the server within the budget README.md states (bench/uploads.py
+and large pasted form fields must keep the server within the budget docs/self-hosting.md states (bench/uploads.py
 prints the same measurement by kind).
 """
 
