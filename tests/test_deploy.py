@@ -9,8 +9,9 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
+import sysconfig
 import tomllib
+import venv
 from pathlib import Path
 from typing import Any
 
@@ -102,30 +103,44 @@ def test_the_image_installs_locked_versions_of_every_runtime_dependency() -> Non
     assert names - locked == set()
 
 
-def test_the_image_runs_the_package_from_byte_code_it_compiled_at_build(tmp_path: Path) -> None:
-    """The image forbids writing byte code at run time, so its build must have written it.
-
-    The Dockerfile's own compile step runs on a copy of `app/` laid out as in the image; a
-    command there, with the image's PYTHONDONTWRITEBYTECODE, then loads every module of the
-    package from byte code, compiling none from source.
-    """
+def test_the_image_runs_the_wheel_it_built_from_byte_code_pip_wrote(tmp_path: Path) -> None:
+    """The image installs the wheel a release ships and forbids writing byte code at run time, so
+    pip must have written it at build. The build stage's step runs here on this tree (a wheel, then
+    its install into a virtualenv); a command of that install, with the image's
+    PYTHONDONTWRITEBYTECODE, then loads every module of the package from byte code."""
     text = (REPO / "Dockerfile").read_text()
-    runtime = text.rsplit("\nFROM ", 1)[1]
-    assert "PYTHONDONTWRITEBYTECODE=1" in runtime
-    (step,) = re.findall(r"^RUN (python -m compileall .*)$", runtime, re.M)
-    assert runtime.index("COPY app ./app") < runtime.index(step) < runtime.index("\nUSER ")
-    srv = tmp_path / "srv"
-    shutil.copytree(REPO / "app", srv / "app", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "signatures", srv / "signatures")
-    env = {**os.environ, "PYTHONPATH": str(srv), "TRACELORE_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    subprocess.run([sys.executable, *shlex.split(step)[1:]], cwd=srv, env=env, check=True)
+    build, runtime = text.rsplit("\nFROM ", 1)
+    assert "PYTHONDONTWRITEBYTECODE=1" in runtime and "COPY --from=build /opt/venv /opt/venv" in runtime
+    assert "COPY app" not in runtime and "PYTHONPATH" not in runtime  # the package comes from the wheel only
+    (step,) = re.findall(r"^RUN (pip wheel .*)$", build, re.M)
+    assert build.index("COPY migrations ./migrations") < build.index(step)
+    env_dir = tmp_path / "opt-venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # The locked dependencies come from this environment; the package only from the wheel the step builds.
+    (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    wheel_step, install_step = (part.strip() for part in step.split("&&"))
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [python, "-m", *shlex.split(wheel_step.replace("/dist", str(dist)))], cwd=REPO, check=True, capture_output=True
+    )
+    (wheel,) = dist.glob("tracelore-*.whl")
+    assert install_step == "pip install --no-deps /dist/tracelore-*.whl"
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, capture_output=True)
     log = tmp_path / "train.log"
     log.write_text("step 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELORE_")}
+    env |= {"PYTHONDONTWRITEBYTECODE": "1", "TRACELORE_CACHE_DIR": str(tmp_path / "cache")}
     run = subprocess.run(
-        [sys.executable, "-v", "-m", "app", "diagnose", str(log)], cwd=srv, env=env, capture_output=True, text=True
+        [python, "-v", "-m", "app", "diagnose", str(log)], cwd=tmp_path, env=env, capture_output=True, text=True
     )
-    loaded = re.findall(rf"^# code object from '?({re.escape(str(srv))}/app/\S+?)'?$", run.stderr, re.M)
+    assert run.returncode == 1, run.stderr[-2000:]
+    loaded = re.findall(rf"^# code object from '?({re.escape(site)}/app/\S+?)'?$", run.stderr, re.M)
     assert len(loaded) > 20, run.stderr[-2000:]
     assert [path for path in loaded if not path.endswith(".pyc")] == []
