@@ -93,6 +93,12 @@ def _found(d: Diagnosis | None, level: str) -> bool:
     help="Also send the initiating failure's evidence to this Tracelore server for a permalink [TRACELORE_SERVER].",
 )
 @click.option("--api-key", envvar="TRACELORE_API_KEY", default=None, help="API key for --server [TRACELORE_API_KEY].")
+@click.option(
+    "--base-url",
+    envvar="TRACELORE_BASE_URL",
+    default=None,
+    help="Address of the service the encyclopedia links point at [TRACELORE_BASE_URL; the --server URL].",
+)
 @click.option("--poll", is_flag=True, help="Poll the files instead of waiting for the kernel's change events.")
 @SIGNATURES
 def watch_command(
@@ -105,6 +111,7 @@ def watch_command(
     top: int | None,
     server: str | None,
     api_key: str | None,
+    base_url: str | None,
     poll: bool,
     signatures: Path | None,
 ) -> None:
@@ -150,6 +157,7 @@ def watch_command(
         fmt=fmt,
         top=top,
         permalinks=permalinks,
+        links=base_url if base_url is not None else (server or ""),
     )
     sys.exit(status)
 
@@ -165,6 +173,7 @@ def _run(
     fmt: str,
     top: int | None,
     permalinks: Permalinks,
+    links: str = "",
 ) -> int:
     stop = threading.Event()
 
@@ -189,7 +198,7 @@ def _run(
             click.echo(d.model_dump_json())
         else:
             click.echo(f"=== tracelore watch {datetime.now():%H:%M:%S}: {heading} ===")
-            click.echo(render_text(d), nl=False)
+            click.echo(render_text(d, base_url=links), nl=False)
         sys.stdout.flush()
         if key != shown and d.candidates:
             notifier.send(d)

@@ -415,3 +415,16 @@ def test_a_new_file_that_gets_a_rotated_files_inode_back_is_followed(
     assert watch.wait() == 1, watch.err
     top = watch.json_reports()[-1][1]["candidates"][0]  # type: ignore[index]
     assert (top["id"], top["file"], top["line"]) == ("data.index_out_of_range", str(log), 40)
+
+
+def test_text_reports_link_the_encyclopedia_at_the_base_url(
+    signatures_dir: Path, stopped: list[subprocess.Popen[object]]
+) -> None:
+    log = b"step 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    watch = start_watch(["-", "--base-url", "https://tracelore.example.org"], signatures_dir, stdin=subprocess.PIPE)
+    stopped.append(watch.proc)
+    assert watch.proc.stdin is not None
+    watch.proc.stdin.write(log.decode())
+    watch.proc.stdin.close()
+    assert watch.wait(60) == 1
+    assert "https://tracelore.example.org/failures/cuda.oom" in watch.reports()[-1][1]
