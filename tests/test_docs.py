@@ -64,3 +64,26 @@ def test_the_tier_table_shows_the_numbers_the_server_uses() -> None:
         assert line is not None, f"no row for the {tier.name} tier in docs/service.md"
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[2:] == [str(tier.daily), human_bytes(tier.max_log_bytes)], line
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    def walk(group: click.Group, prefix: str) -> list[tuple[str, click.Command]]:
+        ctx = click.Context(group)
+        out: list[tuple[str, click.Command]] = []
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            assert command is not None
+            out += (
+                walk(command, f"{prefix} {name}")
+                if isinstance(command, click.Group)
+                else [(f"{prefix} {name}", command)]
+            )
+        return out
+
+    bare = [
+        (name, p.opts[0])
+        for name, command in walk(main, "tracelore")
+        for p in command.params
+        if isinstance(p, click.Option) and not p.help
+    ]
+    assert bare == []

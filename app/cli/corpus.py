@@ -58,7 +58,13 @@ def _judge(library: Library, expected: str) -> Callable[[Sequence[tuple[str, byt
 @click.option("--also-ok", default="", help="Comma-separated ids that are genuinely acceptable answers too.")
 @click.option("--notes", required=True, help="Why this label: what the thread concluded or the run did.")
 @click.option("--tag", "tags", multiple=True, help="A kind of log (multi-rank, cpp-tail, bare-line, gloo, ...).")
-@click.option("--corpus", "root", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CORPUS)
+@click.option(
+    "--corpus",
+    "root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_CORPUS,
+    help="The corpus folder [default: tests/corpus].",
+)
 @click.option("--replace", is_flag=True, help="Overwrite a case of that name.")
 @click.option(
     "--alias",
@@ -130,7 +136,13 @@ def corpus_add(
 
 @corpus.command("import")
 @click.argument("staged", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--corpus", "root", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CORPUS)
+@click.option(
+    "--corpus",
+    "root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_CORPUS,
+    help="The corpus folder [default: tests/corpus].",
+)
 @SIGNATURES
 def corpus_import(staged: Path, root: Path, signatures: Path | None) -> None:
     """Add every case staged under STAGED: folders laid out as corpus cases (`case.yaml` and the logs).
@@ -167,7 +179,14 @@ def corpus_import(staged: Path, root: Path, signatures: Path | None) -> None:
 
 @click.command("eval")
 @click.argument("root", metavar="[CORPUS]", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CORPUS)
-@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("text", "json")),
+    default="text",
+    show_default=True,
+    help="text for people; json for scripts (what --baseline reads).",
+)
 @click.option("--only", default=None, metavar="SUBSTRING", help="Only the cases whose id contains SUBSTRING.")
 @SIGNATURES
 @click.option(

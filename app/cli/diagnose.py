@@ -140,7 +140,14 @@ def _remote_job(
 
 @click.command()
 @click.argument("logs", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text for a terminal; json (the Diagnosis model); markdown; sarif, junit or github for CI.",
+)
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Show at most N candidates.")
 @click.option(
     "--fail-on",

@@ -84,7 +84,14 @@ def _found(d: Diagnosis | None, level: str) -> bool:
     default=None,
     help="Run CMD (a shell command) with the diagnosis JSON on standard input whenever the report changes.",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text reports for a terminal, or one Diagnosis JSON per line for a script.",
+)
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Show at most N candidates.")
 @click.option(
     "--server",
