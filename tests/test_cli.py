@@ -45,7 +45,8 @@ def test_a_failure_exits_1_with_the_initiating_failure_first(tmp_path: Path) -> 
     log.write_bytes(b"starting\n" + OOM)
     code, out, _ = run("diagnose", str(log))
     assert code == 1
-    assert out.startswith("INITIATING: CUDA out of memory [cuda.oom]")
+    assert out.startswith("Verdict: CUDA out of memory on rank 5, line 2")  # the answer first, one line
+    assert "\n\nINITIATING: CUDA out of memory [cuda.oom]" in out
     assert "rank 5" in out and "»torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB«" in out
 
 

@@ -114,7 +114,8 @@ def test_a_local_diagnosis_imports_neither_the_web_stack_nor_the_store(tmp_path:
     _diagnose(tmp_path, log)  # fills the parse cache, as any earlier command would have
     run, modules = _diagnose(tmp_path, log)
     assert run.returncode == 1, run.stderr
-    assert run.stdout.startswith("INITIATING:") and "[checkpoint.weights_only_rejected]" in run.stdout
+    assert run.stdout.startswith("Verdict: ") and "\nINITIATING:" in run.stdout
+    assert "[checkpoint.weights_only_rejected]" in run.stdout
     assert "app.core.engine.diagnose" in modules  # the probe saw the real command run
     assert _offenders(modules) == []
 

@@ -145,7 +145,10 @@ def test_a_hang_page_names_the_suspect_rank_near_the_top(client: httpx.Client) -
     r = submit(client, files={"log": (None, log)})
     html = client.get(r.headers["location"], headers=HTML).text
     assert "Suspect rank: 3" in html and "rank 3 never does: the others were waiting for it" in html
-    assert html.index('class="lead"') < html.index("Suspect rank: 3") < html.index("Initiating failure")
+    assert html.index('class="lead verdict"') < html.index("Suspect rank: 3") < html.index("Initiating failure")
+    # The verdict, the page's first sentence, already names it.
+    verdict = html.split('id="verdict">', 1)[1].split("</p>", 1)[0]
+    assert "suspect rank 3, which the others were waiting for" in verdict, verdict
 
 
 def test_the_environment_panel_shows_the_logs_facts_above_the_evidence(client: httpx.Client) -> None:

@@ -97,7 +97,7 @@ def test_remote_full_sends_the_whole_log(live: LiveServer, signatures_dir: Path,
     )
     assert code == 1, err
     assert "the whole log" in err
-    assert out.startswith("INITIATING: CUDA out of memory [cuda.oom]")
+    assert out.startswith("Verdict: CUDA out of memory") and "\nINITIATING: CUDA out of memory [cuda.oom]" in out
     permalink = out.strip().splitlines()[-1]
     assert permalink.startswith(f"Full diagnosis: {live.url}/d/")
     diagnosis_id = permalink.rsplit("/", 1)[1]
@@ -190,7 +190,7 @@ def test_busy_server_is_waited_out_as_retry_after_asks(
         gate.busy = saved
     assert code == 1, err
     assert "retrying in 1 s as the server asks (Retry-After)" in err
-    assert out.startswith("INITIATING: CUDA out of memory")
+    assert out.startswith("Verdict: CUDA out of memory") and "\nINITIATING: CUDA out of memory" in out
 
 
 def test_spent_allowance_is_a_clear_429(

@@ -15,6 +15,7 @@ from app.core.models import (
     Unexplained,
     UnknownStart,
 )
+from app.core.rendering.verdict import verdict
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 
@@ -99,6 +100,8 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
     size = f"{count(d.input.lines, 'line')}, {count(d.input.bytes, 'byte')}"
     if not d.candidates:
         out.append(f"No known failure found ({size}).")
+    else:
+        out.append(verdict(d))
     out += [f"Note: {note}" for note in d.input.reading_notes()]
     main, echoes, earlier = d.groups()
     if echoes and not main:
@@ -203,6 +206,8 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
     main, echoes, earlier = d.groups()
     if not d.candidates:
         out += [f"No known failure found in {count(d.input.lines, 'line')}.", ""]
+    else:
+        out += [f"**{verdict(d)}**", ""]
     out += [f"> {note}" for note in d.input.reading_notes()] + ([""] if d.input.reading_notes() else [])
     if echoes and not main:
         out += [

@@ -1,0 +1,59 @@
+"""The verdict: one sentence every report opens with, before any detail.
+
+What failed first, on which rank (and file, when the job has several), when, what followed it,
+the rank a hang waited for, and how sure. In distributed debugging the rank is the answer, so it
+comes before the class's explanation, not 25 lines below it.
+"""
+
+from __future__ import annotations
+
+from app.core.models import Candidate, Diagnosis
+
+
+def _ranks(ranks: list[int]) -> str:
+    shown = sorted(set(ranks))
+    text = ", ".join(map(str, shown[:8])) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
+    return f"rank {text}" if len(shown) == 1 else f"ranks {text}"
+
+
+def _first(c: Candidate, several_files: bool) -> str:
+    parts = [c.title]
+    if c.rank is not None:
+        parts.append(f"on rank {c.rank}")
+    if c.time is not None:
+        parts.append(f"at {c.time.isoformat(sep=' ', timespec='seconds')}")
+    where = f"{c.file}, line {c.line}" if several_files and c.file else f"line {c.line}"
+    return " ".join(parts) + f", {where}"
+
+
+def verdict(d: Diagnosis) -> str:
+    """One line that says what happened, for the top of every report."""
+    main, echoes, _ = d.groups()
+    several = len(d.input.files) > 1
+    if not main:
+        if echoes:
+            start = d.unrecognised_start
+            where = ""
+            if start is not None:
+                where = f": most likely line {start.line}" + (
+                    f" on rank {start.rank}" if start.rank is not None else ""
+                )
+            return (
+                f"Verdict: only echoes of a failure were found; what started the run is not one Tracelore knows{where}."
+            )
+        return "Verdict: no known failure found."
+    first = main[0]
+    sentence = f"Verdict: {_first(first, several)}"
+    echo_ranks = [r for e in echoes for r in (e.ranks or ([e.rank] if e.rank is not None else []))]
+    others = [r for r in echo_ranks if r != first.rank]
+    if echoes:
+        count = len(echoes)
+        sentence += f"; then {count} echo{'es' if count > 1 else ''} of it" + (
+            f" on {_ranks(others)}" if others else ""
+        )
+    if d.hang is not None:
+        sentence += f"; suspect rank {d.hang.rank}, which the others were waiting for"
+    also = len(main) - 1
+    if also:
+        sentence += f"; {also} other failure{'s' if also > 1 else ''} at the same time"
+    return sentence + f" ({first.band}, confidence {first.confidence:.2f})."
