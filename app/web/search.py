@@ -26,10 +26,9 @@ MAX_TOKENS = 48  # distinct query words scored (a pasted traceback has many)
 MAX_RESULTS = 15
 RELATIVE_FLOOR = 0.3  # word results scoring under this share of the best one are noise
 # When the matcher recognised the text, the reader has their answer: the word results after it
-# are only the entries close to it (a pasted error line shares "error", "runtimeerror", "memory"
-# with a dozen entries that have nothing to do with it).
+# are only the entries the recognised ones name as related (a pasted error line shares "error",
+# "runtimeerror", "memory" with a dozen entries that have nothing to do with it).
 MAX_RELATED = 4
-RELATED_FLOOR = 0.6
 
 # Where a word appears in an entry, and how much that says about the entry.
 FIELD_WEIGHTS = {"id": 3.0, "title": 3.0, "tag": 3.0, "message": 2.0, "layer": 1.0, "summary": 0.6}
@@ -138,12 +137,8 @@ class SearchIndex:
                 out.append((word, 0.85 * ratio))  # a typo: "memroy" for "memory"
         return out
 
-    def search(
-        self, query: str, *, exclude: Iterable[str] = (), floor: float = RELATIVE_FLOOR, most: int = MAX_RESULTS
-    ) -> tuple[list[Result], list[tuple[str, str]]]:
-        """Entries ranked by the query's words (and phrases), best first; plus the typo corrections used.
-
-        Results under `floor` times the best score are left out, and at most `most` are kept."""
+    def search(self, query: str, *, exclude: Iterable[str] = ()) -> tuple[list[Result], list[tuple[str, str]]]:
+        """Entries ranked by the query's words (and phrases), best first; plus the typo corrections used."""
         tokens = list(dict.fromkeys(words(query)))[:MAX_TOKENS]
         skip = set(exclude)
         scores: dict[str, float] = defaultdict(float)
@@ -169,9 +164,11 @@ class SearchIndex:
                     scores[sig_id] += 10.0  # the query quotes a title or message (or is quoted by one)
         sigs = self.library.signatures
         ranked = sorted((i for i in scores if i not in skip and scores[i] > 0), key=lambda i: (-scores[i], i))
-        least = floor * scores[ranked[0]] if ranked else 0.0
-        ranked = [i for i in ranked if scores[i] >= least]  # drop the long tail of one shared common word
-        results = [Result(sigs[i], "words", round(scores[i], 3), words=tuple(sorted(found[i]))) for i in ranked[:most]]
+        floor = RELATIVE_FLOOR * scores[ranked[0]] if ranked else 0.0
+        ranked = [i for i in ranked if scores[i] >= floor]  # drop the long tail of one shared common word
+        results = [
+            Result(sigs[i], "words", round(scores[i], 3), words=tuple(sorted(found[i]))) for i in ranked[:MAX_RESULTS]
+        ]
         return results, corrected
 
 
@@ -206,10 +203,8 @@ def search(query: str, library: Library, index: SearchIndex) -> Results:
                     (e for e in c.evidence if e.kind == "fingerprint"), c.evidence[0] if c.evidence else None
                 )
                 matched.append(Result(sig, "matcher", c.confidence, evidence=evidence, confidence=c.confidence))
-    by_words, corrected = index.search(
-        query,
-        exclude=[r.signature.id for r in matched],
-        floor=RELATED_FLOOR if matched else RELATIVE_FLOOR,
-        most=MAX_RELATED if matched else MAX_RESULTS,
-    )
+    by_words, corrected = index.search(query, exclude=[r.signature.id for r in matched])
+    if matched:
+        related = {i for r in matched for i in r.signature.related}
+        by_words = [r for r in by_words if r.signature.id in related][:MAX_RELATED]
     return Results(query, tuple(matched), tuple(by_words), tuple(corrected))

@@ -134,8 +134,9 @@ def test_action_in_server_mode_links_the_permalink(tmp_path: Path, workspace: Pa
     assert f"Full diagnosis: {permalink}" in result.summary
     assert "Sending the evidence of logs/rank5.log" in result.stderr
     assert result.outputs["initiating"] == "cuda.oom"
-    # Several files cannot go to a server in one request: the step says so and passes.
+    # Several files (one per rank) go to the server together, as one job with one permalink.
     result = run_action(tmp_path, {**inputs, "logs": "logs/*.log"}, cwd=workspace)
-    assert result.code == 0 and result.outputs["exit-code"] == "2"
-    assert "::warning title=Tracelore could not diagnose the logs::" in result.stdout
-    assert "one log per request" in result.summary
+    assert result.code == 0 and result.outputs["exit-code"] == "0", result.stderr
+    assert result.outputs["initiating"] == "cuda.oom"
+    assert result.outputs["permalink"].startswith(f"{live.url}/d/") and result.outputs["permalink"] != permalink
+    assert "Sending 2 files, the evidence of each" in result.stderr
