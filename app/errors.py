@@ -130,10 +130,12 @@ class Issue:
     line: int | None
     message: str
     severity: str = "error"
+    check: str | None = None  # the id of the lint check that found it (`tracelore lint --list-checks`)
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else str(self.path)
-        return f"{where}: {self.severity}: {self.message}"
+        kind = f"{self.severity}[{self.check}]" if self.check else self.severity
+        return f"{where}: {kind}: {self.message}"
 
 
 class LibraryError(TraceloreError):

@@ -13,7 +13,7 @@ from app.cli.logs import open_logs, progress_line
 from app.cli.options import SIGNATURES
 from app.core.knowledge.authoring import AuthoringError, append_example, cut_excerpt, parse_range
 from app.core.knowledge.explain import explain, render_explanation
-from app.core.knowledge.lint import FILE_CHECKS, check_examples, load_taxonomy
+from app.core.knowledge.lint import CHECKS, FILE_CHECKS, check_examples, load_taxonomy
 from app.core.knowledge.lint import lint as run_lint
 from app.core.knowledge.loading import TAXONOMY_FILE, load_library
 from app.core.knowledge.parsing import parse_signature
@@ -22,11 +22,27 @@ from app.errors import LibraryError, TraceloreError
 
 @click.command("lint")
 @click.argument("path", type=click.Path(exists=True, path_type=Path), required=False)
-@click.option("--skip", multiple=True, help="Skip a check by id (e.g. backtracking, examples).")
+@click.option("--skip", multiple=True, help="Skip a check by its id (see --list-checks), e.g. backtracking.")
 @click.option("--fail-on-warnings", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("--inventory", is_flag=True, help="Also print the raise sites listed per layer.")
-def lint_command(path: Path | None, skip: tuple[str, ...], fail_on_warnings: bool, inventory: bool) -> None:
-    """Check signature files: schema, patterns, references, taxonomy, examples, raise sites."""
+@click.option("--list-checks", is_flag=True, help="List the checks, each with its id and what it holds, and exit.")
+def lint_command(
+    path: Path | None, skip: tuple[str, ...], fail_on_warnings: bool, inventory: bool, list_checks: bool
+) -> None:
+    """Check signature files: schema, patterns, references, taxonomy, examples, raise sites.
+
+    Each problem is printed as FILE[:LINE]: SEVERITY[CHECK]: MESSAGE; skip a check with --skip CHECK.
+    """
+    if list_checks:
+        width = max(map(len, CHECKS))
+        for name, what in CHECKS.items():
+            click.echo(f"{name:<{width}}  {what}")
+        return
+    unknown = sorted(set(skip) - set(CHECKS))
+    if unknown:
+        raise click.BadParameter(
+            f"unknown check {', '.join(unknown)}; the checks are {', '.join(CHECKS)}", param_hint="--skip"
+        )
     root = path or current().settings.signatures_dir
     root = root.resolve()
     folder = root if root.is_dir() else root.parent

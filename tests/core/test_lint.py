@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
-from app.core.knowledge.lint import Taxonomy, lint, load_taxonomy
+from app.cli import main
+from app.core.knowledge.lint import CHECKS, FILE_CHECKS, Taxonomy, lint, load_taxonomy
 from app.core.knowledge.loading import Library, load_library
 from app.errors import LibraryError
 
@@ -130,7 +132,7 @@ def test_schema_errors_point_at_the_line(tmp_path: Path) -> None:
     (issue,) = lint(tmp_path).issues
     line = path.read_text().splitlines()[issue.line - 1]
     assert "weight: 7" in line
-    assert str(issue).startswith(f"{path}:{issue.line}: error: fingerprints.0.weight")
+    assert str(issue).startswith(f"{path}:{issue.line}: error[schema]: fingerprints.0.weight")
 
 
 def test_all_issues_are_collected_and_duplicates_found(tmp_path: Path) -> None:
@@ -220,3 +222,24 @@ def test_a_failure_without_a_raise_site_inventory_fails_the_lint(tmp_path: Path)
     assert "error: no raise_sites: list where upstream raises or logs this failure" in messages(tmp_path)
     write(tmp_path, good(raise_sites=[], role="benign"))
     assert not any("raise_sites" in m for m in messages(tmp_path))
+
+
+def test_every_problem_says_which_check_found_it(tmp_path: Path) -> None:
+    write(tmp_path, good(fix=["Use {nothing}."], related=["no.such"]))
+    issues = lint(tmp_path).issues
+    assert {(i.check, i.severity) for i in issues} >= {("placeholders", "warning"), ("references", "error")}
+    assert all(i.check in CHECKS for i in issues)
+    assert any(str(i).endswith("warning[placeholders]: fix uses {nothing} but no pattern captures it") for i in issues)
+
+
+def test_every_check_is_listed_and_an_unknown_one_is_refused(tmp_path: Path) -> None:
+    assert set(FILE_CHECKS) < set(CHECKS) and {"schema", "references", "taxonomy", "examples", "raise_sites"} <= set(
+        CHECKS
+    )
+    with pytest.raises(ValueError, match="unknown check backtrack; the checks are schema, todos"):
+        lint(tmp_path, skip=["backtrack"])
+    listed = CliRunner().invoke(main, ["lint", "--list-checks"])
+    assert listed.exit_code == 0
+    assert [line.split()[0] for line in listed.output.splitlines()] == list(CHECKS)
+    refused = CliRunner().invoke(main, ["lint", str(tmp_path), "--skip", "backtrack"])
+    assert refused.exit_code == 2 and "unknown check backtrack" in refused.output
