@@ -22,6 +22,14 @@ if TYPE_CHECKING:
     from app.core.knowledge.loading import Library
 
 DEFAULT_CORPUS = Path("tests/corpus")
+# The corpus folder option of the commands that write to it.
+CORPUS = click.option(
+    "--corpus",
+    "root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_CORPUS,
+    help="The corpus folder [default: tests/corpus].",
+)
 
 
 def _aliases(values: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -58,13 +66,7 @@ def _judge(library: Library, expected: str) -> Callable[[Sequence[tuple[str, byt
 @click.option("--also-ok", default="", help="Comma-separated ids that are genuinely acceptable answers too.")
 @click.option("--notes", required=True, help="Why this label: what the thread concluded or the run did.")
 @click.option("--tag", "tags", multiple=True, help="A kind of log (multi-rank, cpp-tail, bare-line, gloo, ...).")
-@click.option(
-    "--corpus",
-    "root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=DEFAULT_CORPUS,
-    help="The corpus folder [default: tests/corpus].",
-)
+@CORPUS
 @click.option("--replace", is_flag=True, help="Overwrite a case of that name.")
 @click.option(
     "--alias",
@@ -136,13 +138,7 @@ def corpus_add(
 
 @corpus.command("import")
 @click.argument("staged", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "--corpus",
-    "root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=DEFAULT_CORPUS,
-    help="The corpus folder [default: tests/corpus].",
-)
+@CORPUS
 @SIGNATURES
 def corpus_import(staged: Path, root: Path, signatures: Path | None) -> None:
     """Add every case staged under STAGED: folders laid out as corpus cases (`case.yaml` and the logs).

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import text
 
+from app.config import Settings
 from app.core.knowledge.loading import Library
 from tests.support import METRICS_AUTH, REPO, SAMPLES, live_server, make_settings
 
@@ -33,16 +34,15 @@ SLOW = b"".join(p.read_bytes() for p in sorted((REPO / "tests" / "corpus" / "cas
 SLOW_LIMIT = max(32 << 20, 2 * len(SLOW))
 
 
-def test_beyond_max_in_flight_requests_get_503_quickly(sqlite_url: str, tmp_path: Path, library: Library) -> None:
-    settings = make_settings(
-        sqlite_url,
-        tmp_path,
-        max_in_flight=1,
-        max_upload_bytes=SLOW_LIMIT,
-        max_log_anonymous=SLOW_LIMIT,
-        retry_after=7,
-        queue_seconds=0,
+def _one_slot(sqlite_url: str, tmp_path: Path, **overrides: object) -> Settings:
+    """A server with one diagnosis slot, whose limits let SLOW in."""
+    return make_settings(
+        sqlite_url, tmp_path, max_in_flight=1, max_upload_bytes=SLOW_LIMIT, max_log_anonymous=SLOW_LIMIT, **overrides
     )
+
+
+def test_beyond_max_in_flight_requests_get_503_quickly(sqlite_url: str, tmp_path: Path, library: Library) -> None:
+    settings = _one_slot(sqlite_url, tmp_path, retry_after=7, queue_seconds=0)
     with live_server(settings, library) as server, server.client() as client:
         results: list[int] = []
         slow = _hold_the_only_slot(client, results)
@@ -73,14 +73,7 @@ def _hold_the_only_slot(client: httpx.Client, results: list[int]) -> threading.T
 
 
 def test_a_request_beyond_max_in_flight_waits_for_a_slot(sqlite_url: str, tmp_path: Path, library: Library) -> None:
-    settings = make_settings(
-        sqlite_url,
-        tmp_path,
-        max_in_flight=1,
-        max_upload_bytes=SLOW_LIMIT,
-        max_log_anonymous=SLOW_LIMIT,
-        queue_seconds=120,
-    )
+    settings = _one_slot(sqlite_url, tmp_path, queue_seconds=120)
     with live_server(settings, library) as server, server.client() as client:
         results: list[int] = []
         slow = _hold_the_only_slot(client, results)
@@ -93,15 +86,7 @@ def test_a_request_beyond_max_in_flight_waits_for_a_slot(sqlite_url: str, tmp_pa
 
 
 def test_a_request_that_waits_too_long_gets_503(sqlite_url: str, tmp_path: Path, library: Library) -> None:
-    settings = make_settings(
-        sqlite_url,
-        tmp_path,
-        max_in_flight=1,
-        max_upload_bytes=SLOW_LIMIT,
-        max_log_anonymous=SLOW_LIMIT,
-        queue_seconds=0.3,
-        retry_after=9,
-    )
+    settings = _one_slot(sqlite_url, tmp_path, queue_seconds=0.3, retry_after=9)
     with live_server(settings, library) as server, server.client() as client:
         results: list[int] = []
         slow = _hold_the_only_slot(client, results)

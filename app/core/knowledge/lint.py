@@ -235,33 +235,36 @@ def check_taxonomy(
         yield Issue(root, None, f"taxonomy id {missing} has no signature file", "warning")
 
 
+def _diagnosed(text: str, library: Library) -> Diagnosis | None:
+    """A text of a signature file diagnosed as a log; None when it holds no line."""
+    try:
+        return diagnose(text.encode(), library)
+    except EmptyLog:
+        return None
+
+
+def _got(result: Diagnosis) -> str:
+    """The top candidates, as an issue names what came instead."""
+    return ", ".join(f"{c.id} ({c.role}, {c.confidence})" for c in result.candidates[:3]) or "nothing"
+
+
 def check_examples(library: Library, sigs: Mapping[str, tuple[Path, Signature]]) -> Iterable[Issue]:
     """Every match example makes its signature the top candidate; no near miss yields it."""
     for path, sig in sigs.values():
         for i, example in enumerate(sig.examples.match):
-            try:
-                result = diagnose(example.log.encode(), library)
-            except EmptyLog:
+            result = _diagnosed(example.log, library)
+            if result is None:
                 yield Issue(path, None, f"examples.match[{i}]: empty")
-                continue
-            if not _names(result, sig):
-                got = ", ".join(f"{c.id} ({c.role}, {c.confidence})" for c in result.candidates[:3]) or "nothing"
+            elif not _names(result, sig):
                 yield Issue(
-                    path,
-                    None,
-                    f"examples.match[{i}] ({example.source}): expected {sig.id} on top, got {got}",
+                    path, None, f"examples.match[{i}] ({example.source}): expected {sig.id} on top, got {_got(result)}"
                 )
         for i, example in enumerate(sig.examples.no_match):
-            try:
-                result = diagnose(example.log.encode(), library)
-            except EmptyLog:
+            result = _diagnosed(example.log, library)
+            if result is None:
                 continue
             if any(c.id == sig.id for c in result.candidates) or any(h.id == sig.id for h in result.harmless):
-                yield Issue(
-                    path,
-                    None,
-                    f"examples.no_match[{i}] ({example.source}): {sig.id} fired on a near miss",
-                )
+                yield Issue(path, None, f"examples.no_match[{i}] ({example.source}): {sig.id} fired on a near miss")
 
 
 def _names(result: Diagnosis, sig: Signature) -> bool:
@@ -280,19 +283,12 @@ def check_raise_sites(library: Library, sigs: Mapping[str, tuple[Path, Signature
         if sig.role != "benign" and not sig.raise_sites:
             yield Issue(path, None, "no raise_sites: list where upstream raises or logs this failure")
         for i, site in enumerate(sig.raise_sites):
-            try:
-                result = diagnose(site.message.encode(), library)
-            except EmptyLog:
+            result = _diagnosed(site.message, library)
+            if result is None:
                 yield Issue(path, None, f"raise_sites[{i}]: empty message")
-                continue
-            if not _names(result, sig):
-                got = ", ".join(f"{c.id} ({c.role}, {c.confidence})" for c in result.candidates[:3]) or "nothing"
-                yield Issue(
-                    path,
-                    None,
-                    f"raise_sites[{i}] ({site.project}, {site.where}): its message is not recognised as {sig.id};"
-                    f" got {got}",
-                )
+            elif not _names(result, sig):
+                where = f"raise_sites[{i}] ({site.project}, {site.where})"
+                yield Issue(path, None, f"{where}: its message is not recognised as {sig.id}; got {_got(result)}")
 
 
 def raise_site_counts(sigs: Iterable[Signature]) -> dict[str, tuple[int, int, int]]:
