@@ -54,7 +54,33 @@ def test_nothing_found_exits_0(tmp_path: Path) -> None:
     log = tmp_path / "ok.log"
     log.write_bytes(HEALTHY)
     code, out, _ = run("diagnose", str(log))
-    assert (code, out.splitlines()[0]) == (0, "No known failure found (20 lines, 1,060 bytes).")
+    assert (code, out.splitlines()[:2]) == (
+        0,
+        [
+            "No error: the log stops mid-run (20 lines, 1,060 bytes).",
+            "The log stops on training progress (line 20) without an error, so the run was killed from outside, "
+            "is still running or hung, or the log was cut.",
+        ],
+    )
+
+
+def test_a_finished_run_reads_healthy_and_exits_0(tmp_path: Path) -> None:
+    log = tmp_path / "ok.log"
+    log.write_bytes(HEALTHY + b"{'train_runtime': 61.2, 'train_loss': 1.1, 'epoch': 3.0}\nTraining completed.\n")
+    code, out, _ = run("diagnose", str(log))
+    assert (code, out.splitlines()[:2]) == (
+        0,
+        ["Looks healthy (22 lines, 1,137 bytes).", "The run finished normally (line 22) and no failure was found."],
+    )
+    code, out, _ = run("diagnose", "--format", "json", str(log))
+    assert json.loads(out)["ending"] == {
+        "state": "completed",
+        "line": 22,
+        "file": str(log),
+        "rank": None,
+        "text": "Training completed.",
+        "step": None,
+    }
 
 
 def test_json_is_the_diagnosis_model_and_stdin_works() -> None:
@@ -258,7 +284,7 @@ def test_a_large_input_shows_progress_on_a_terminal_and_nothing_elsewhere(tmp_pa
         for _ in range(24):
             f.write(HEALTHY * 20_000)  # 24 x 1 MB: past the 16 MiB where progress starts
     code, out, terminal = _run_with_stderr_on_a_terminal(["diagnose", str(log)])
-    assert code == 0 and out.startswith(b"No known failure found")
+    assert code == 0 and out.startswith(b"No error: the log stops mid-run")
     assert re.search(rb"reading .*big\.log: \d+\.\d MB \(\d+\.\d [KMG]B/s\)", terminal), terminal[:300]
     assert terminal.endswith(b"\r\x1b[K"), "the progress line is taken away at the end"
     # Not a terminal: silent.

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from app.core.engine.times import OLD_SENTINEL_YEAR, Yearless
+from app.core.env_labels import ENV_LABELS
 
 SCHEMA_VERSION = 1
 
@@ -188,6 +189,20 @@ class HangSuspect(_Frozen):
     evidence: list[HangLine] = Field(default_factory=list)
 
 
+class RunEnding(_Frozen):
+    """How a log in which no failure was found ends: a run that finished, or one that just stops."""
+
+    state: Literal["completed", "stopped"] = Field(
+        description="completed: a line says the run finished; stopped: the log ends on training progress, with "
+        "no error and no end"
+    )
+    line: int = Field(description="the line that says so: the finishing line, or the last progress line")
+    file: str | None = None
+    rank: int | None = None
+    text: str
+    step: int | None = Field(None, description="the step, iteration or epoch the last progress line reports")
+
+
 class Harmless(_Frozen):
     """Lines a benign signature explains: known to be harmless, never the failure."""
 
@@ -213,32 +228,6 @@ class EnvFact(_Frozen):
     rank: int | None = None
     host: str | None = Field(None, description="the host its line's prefix names (NCCL's host:pid:tid, pdsh, syslog)")
     text: str = Field(description="the line that states it")
-
-
-ENV_LABELS = {
-    "torch": "PyTorch",
-    "cuda": "CUDA of the PyTorch build",
-    "cuda_driver": "CUDA the driver supports",
-    "driver": "NVIDIA driver",
-    "nccl": "NCCL",
-    "cudnn": "cuDNN",
-    "python": "Python",
-    "gpu": "GPU",
-    "gpu_arch": "GPU architecture",
-    "gpu_memory": "GPU memory",
-    "gpus": "GPUs nvidia-smi lists",
-    "world_size": "world size",
-    "nodes": "nodes",
-    "ranks_per_node": "ranks per node",
-    "launcher": "launcher",
-    "job_id": "Slurm job",
-    "jax": "JAX",
-    "jaxlib": "jaxlib",
-    "tensorflow": "TensorFlow",
-    "keras": "Keras",
-    "rocm": "ROCm (HIP) of the PyTorch build",
-    "macos": "macOS",
-}
 
 
 def env_label(name: str) -> str:
@@ -371,6 +360,11 @@ class Diagnosis(_Frozen):
     )
     harmless: list[Harmless] = Field(
         default_factory=list, description="lines known to be harmless that people mistake for the failure"
+    )
+    ending: RunEnding | None = Field(
+        None,
+        description="when no failure was found: whether the log shows the run finishing (healthy) or stopping "
+        "mid-run without an error (killed from outside, still running or hung, or cut)",
     )
     environment: Environment = Field(
         default_factory=Environment,

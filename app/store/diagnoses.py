@@ -177,6 +177,11 @@ def _headline(diagnosis_json: str) -> tuple[str, str | None]:
         return str(first["title"]), str(first["id"])
     if terminal:
         return "Not recognised (only echoes were found)", None
+    ending = (d.get("ending") or {}).get("state")
+    if ending == "completed":
+        return "Looks healthy", None
+    if ending == "stopped":
+        return "No error: the log stops mid-run", None
     return "No known failure found", None
 
 

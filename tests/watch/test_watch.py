@@ -203,7 +203,7 @@ def test_exit_on_healthy_job_ends_with_zero_on_idle(
     writer = run_writer(tmp_path, [{"write": str(log), "lines": lines_of(HEALTHY / "rank0.log"), "delay": DELAY}])
     stopped.append(writer)
     assert watch.wait(60) == 0
-    assert "No known failure found (17 lines" in watch.reports()[-1][1]
+    assert "Looks healthy (17 lines" in watch.reports()[-1][1]
 
 
 def test_standard_input_reports_while_the_stream_runs_and_exits_at_its_end(

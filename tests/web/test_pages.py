@@ -113,6 +113,18 @@ def test_log_text_is_escaped_and_a_log_without_known_failures_renders(client: ht
     assert "<script>alert" not in html and "&lt;script&gt;alert" in html
 
 
+def test_a_finished_run_reads_healthy_and_one_that_stops_says_so(client: httpx.Client) -> None:
+    steps = "".join(f"step {i} loss 2.{50 - i:02d}\n" for i in range(1, 9))
+    r = submit(client, files={"log": (None, steps + "Training completed.\n")})
+    html = client.get(r.headers["location"], headers=HTML).text
+    assert "<h1>Looks healthy</h1>" in html and "<title>Looks healthy" in html
+    assert "the run finished normally (line 9)" in html and "What to try next" not in html
+    r = submit(client, files={"log": (None, steps)})
+    html = client.get(r.headers["location"], headers=HTML).text
+    assert "<h1>No error: the log stops mid-run</h1>" in html and "the log stops at step 8 (line 8)" in html
+    assert "Which of the three it was" in html and "py-spy dump" in html
+
+
 def test_the_timeline_orders_failures_across_ranks_in_time(client: httpx.Client) -> None:
     log = (
         "[2026-03-14 09:24:31,774] torch.distributed.elastic.multiprocessing.api: [WARNING] "

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
+from app.core.engine.ending import run_ending
 from app.core.engine.environment import VERSIONED, read_environment, versions_of
 from app.core.engine.file_scan import FileScan
 from app.core.engine.hangs import hang_suspect
@@ -135,6 +136,7 @@ def assemble(
         unrecognised_start=with_similar(unrecognised_start(candidates, unexplained_lines), library),
         hang=hang_suspect(candidates, scans, library),
         harmless=harmless(benign),
+        ending=run_ending(candidates, scans),
         environment=environment,
         redactions=shown_redactions(candidates, unexplained_lines, [s.name for s in scans]),
     )

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from app.core.models import Candidate, Diagnosis, Evidence
 from app.core.rendering.text import environment_lines
+from app.core.rendering.verdict import verdict_sentence
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 _LEVEL = {"initiating": "error", "contributing": "error", "collateral": "note"}
@@ -309,7 +310,9 @@ def render_github(d: Diagnosis, *, base_url: str = "", permalink: str | None = N
         out.append(
             workflow_command(
                 "notice",
-                f"No known failure found in {d.input.lines:,} line{'' if d.input.lines == 1 else 's'}.",
+                verdict_sentence(d)
+                if d.ending
+                else f"No known failure found in {d.input.lines:,} line{'' if d.input.lines == 1 else 's'}.",
                 title="Tracelore",
             )
         )

@@ -15,7 +15,7 @@ from app.core.models import (
     Unexplained,
     UnknownStart,
 )
-from app.core.rendering.verdict import verdict
+from app.core.rendering.verdict import ending_sentence, quiet_heading, verdict
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 
@@ -90,6 +90,10 @@ def count(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+def _upper(sentence: str) -> str:
+    return sentence[:1].upper() + sentence[1:]
+
+
 def render_text(d: Diagnosis, *, base_url: str = "") -> str:
     """What a person reads in a terminal: the initiating failure first, echoes grouped below.
 
@@ -99,7 +103,9 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
     several = len(d.input.files) > 1
     size = f"{count(d.input.lines, 'line')}, {count(d.input.bytes, 'byte')}"
     if not d.candidates:
-        out.append(f"No known failure found ({size}).")
+        out.append(f"{quiet_heading(d)} ({size}).")
+        if d.ending is not None:
+            out.append(_upper(ending_sentence(d.ending, several)))
     else:
         out.append(verdict(d))
     out += [f"Note: {note}" for note in d.input.reading_notes()]
@@ -205,7 +211,15 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
         out += [f"Full diagnosis: {permalink}", ""]
     main, echoes, earlier = d.groups()
     if not d.candidates:
-        out += [f"No known failure found in {count(d.input.lines, 'line')}.", ""]
+        if d.ending is None:
+            out += [f"No known failure found in {count(d.input.lines, 'line')}.", ""]
+        else:
+            out += [
+                f"**{quiet_heading(d)}** ({count(d.input.lines, 'line')})",
+                "",
+                _upper(ending_sentence(d.ending, several)),
+                "",
+            ]
     else:
         out += [f"**{verdict(d)}**", ""]
     out += [f"> {note}" for note in d.input.reading_notes()] + ([""] if d.input.reading_notes() else [])

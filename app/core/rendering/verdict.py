@@ -7,7 +7,7 @@ comes before the class's explanation, not 25 lines below it.
 
 from __future__ import annotations
 
-from app.core.models import Candidate, Diagnosis
+from app.core.models import Candidate, Diagnosis, RunEnding
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -41,7 +41,10 @@ def verdict(d: Diagnosis) -> str:
             return (
                 f"Verdict: only echoes of a failure were found; what started the run is not one Tracelore knows{where}."
             )
-        return "Verdict: no known failure found."
+        if d.ending is None:
+            return "Verdict: no known failure found."
+        said = "looks healthy" if d.ending.state == "completed" else "no error found"
+        return f"Verdict: {said}: {ending_sentence(d.ending, several)}"
     first = main[0]
     sentence = f"Verdict: {_first(first, several)}"
     echo_ranks = [r for e in echoes for r in (e.ranks or ([e.rank] if e.rank is not None else []))]
@@ -57,3 +60,30 @@ def verdict(d: Diagnosis) -> str:
     if also:
         sentence += f"; {also} other failure{'s' if also > 1 else ''} at the same time"
     return sentence + f" ({first.band}, confidence {first.confidence:.2f})."
+
+
+def quiet_heading(d: Diagnosis) -> str:
+    """The heading of a report in which no failure was found: healthy, stopped, or nothing known."""
+    if d.ending is None:
+        return "No known failure found"
+    return "Looks healthy" if d.ending.state == "completed" else "No error: the log stops mid-run"
+
+
+def ending_sentence(ending: RunEnding, several_files: bool = False) -> str:
+    """What the end of a log without a failure says, naming the line that says it."""
+    where = f"{ending.file}, line {ending.line}" if several_files and ending.file else f"line {ending.line}"
+    if ending.rank is not None:
+        where += f", rank {ending.rank}"
+    if ending.state == "completed":
+        return f"the run finished normally ({where}) and no failure was found."
+    at = f"at step {ending.step} " if ending.step is not None else "on training progress "
+    return (
+        f"the log stops {at}({where}) without an error, so the run was killed from outside, "
+        "is still running or hung, or the log was cut."
+    )
+
+
+def verdict_sentence(d: Diagnosis) -> str:
+    """The verdict without its "Verdict:" label, as a sentence of its own."""
+    said = verdict(d).removeprefix("Verdict: ")
+    return said[:1].upper() + said[1:]

@@ -1,0 +1,26 @@
+"""How a reader sees the names of the environment facts a log states (`Environment.grouped`)."""
+
+ENV_LABELS = {
+    "torch": "PyTorch",
+    "cuda": "CUDA of the PyTorch build",
+    "cuda_driver": "CUDA the driver supports",
+    "driver": "NVIDIA driver",
+    "nccl": "NCCL",
+    "cudnn": "cuDNN",
+    "python": "Python",
+    "gpu": "GPU",
+    "gpu_arch": "GPU architecture",
+    "gpu_memory": "GPU memory",
+    "gpus": "GPUs nvidia-smi lists",
+    "world_size": "world size",
+    "nodes": "nodes",
+    "ranks_per_node": "ranks per node",
+    "launcher": "launcher",
+    "job_id": "Slurm job",
+    "jax": "JAX",
+    "jaxlib": "jaxlib",
+    "tensorflow": "TensorFlow",
+    "keras": "Keras",
+    "rocm": "ROCm (HIP) of the PyTorch build",
+    "macos": "macOS",
+}
