@@ -142,3 +142,27 @@ def test_a_split_log_keeps_the_launcher_lines_apart() -> None:
     names = [name for name, _ in files]
     assert names[-1] == UNRANKED_FILE and names[:-1] == [f"rank{r}.log" for r in range(len(names) - 1)]
     assert sum(len(data) for _, data in files) == case.logs[0].stat().st_size
+
+
+@pytest.mark.parametrize("case_id", ["gen-mem-oom-killed-torchrun-rank", "gen-dist-sigkill-rank1"])
+def test_a_merged_logs_unprefixed_launcher_line_keeps_the_rank_it_states(case_id: str, library: Library) -> None:
+    # Rank 1 is SIGKILLed; only rank 0 prints a traceback, prefixed "[rank0]:", above torchrun's
+    # own unprefixed "failed (exitcode: -9) local_rank: 1" and its Root Cause block naming rank 1.
+    # The launcher's line must not take rank 0 from the prefixed lines above it.
+    case = load_case(CASES / case_id)
+    d = diagnose_many([(p.name, p) for p in case.logs], library, threads=1)
+    first = d.candidates[0]
+    assert (first.id, first.role, first.rank, first.facts["rank"]) == ("host.oom_killed", "initiating", 1, "1")
+    assert "the launcher names rank 1 as the first failure" in first.why
+    launcher = next(c for c in d.candidates if c.id == "dist.child_failed")
+    assert launcher.evidence[0].rank is None and "local_rank: 1" in launcher.evidence[0].text
+
+
+def test_a_file_named_for_a_rank_lends_it_to_unprefixed_lines(library: Library) -> None:
+    log = (
+        b"[rank3]: step 10 loss 2.0\nTraceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of memory.\n"
+    )
+    d = diagnose_many([("rank3.log", log)], library, threads=1)
+    assert d.candidates[0].rank == 3
+    d = diagnose_many([("train.log", log)], library, threads=1)
+    assert d.candidates[0].rank is None

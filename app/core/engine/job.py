@@ -65,9 +65,10 @@ def arrange(scans: Sequence[FileScan], written: datetime | None = None) -> list[
 
     The order, not the one the files were given in, breaks every tie the times cannot, so
     the answer never depends on argument order. Year-less times take the job's year (else the
-    year of `written`, when the logs were last written), and a
-    file of one rank (by its name, or by its only prefixed rank) lends that rank to its lines
-    without a prefix: a per-rank file's unprefixed traceback is that rank's.
+    year of `written`, when the logs were last written), and a per-rank file (one of several
+    files with one prefixed rank, or a file named for a rank) lends that rank to its lines
+    without a prefix: a per-rank file's unprefixed traceback is that rank's. A lone merged log
+    lends none: an unprefixed line does not inherit the last prefix seen above it.
     """
     ranks = {id(scan): file_rank(scan, of_several=len(scans) > 1) for scan in scans}
 
@@ -83,7 +84,10 @@ def arrange(scans: Sequence[FileScan], written: datetime | None = None) -> list[
     for i, scan in enumerate(ordered):
         scan.index = i
         rank, only = ranks[id(scan)]
-        _settle_scan(scan, resolve, rank if only else None)
+        # A lone file is a merged log: its unprefixed lines are the launcher's or another
+        # rank's as often as the prefixed rank's, unless its name says it holds one rank.
+        per_rank = len(scans) > 1 or rank_from_name(scan.name, of_several=False) is not None
+        _settle_scan(scan, resolve, rank if only and per_rank else None)
     return ordered
 
 

@@ -269,6 +269,11 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
     if initiating is not None:
         if root_rank is not None and root_rank in initiating.ranks:
             why = f"the launcher names rank {root_rank} as the first failure, and this failure is on that rank"
+        elif root_rank is not None and not initiating.ranks:
+            why = (
+                f"the launcher names rank {root_rank} as the first failure; this failure's lines carry no rank "
+                "of their own, so it is that rank's"
+            )
         else:
             why = "the earliest root failure of the run's final episode"
         roles[initiating.sig.id] = ("initiating", None, why)
@@ -290,7 +295,8 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
     for f in terminal:
         role, cause, why = roles[f.sig.id]
         order = {"initiating": 0, "contributing": 1, "collateral": 2}[role]
-        out.append(((order, -f.confidence, terminal.index(f)), _candidate(f, role, cause, why, "terminal")))
+        stated = root_rank if role == "initiating" and not f.ranks else None
+        out.append(((order, -f.confidence, terminal.index(f)), _candidate(f, role, cause, why, "terminal", stated)))
     for f, progress in earlier:
         why = f"the run went on for at least {progress} progress lines after it: earlier trouble, not the final failure"
         out.append(
@@ -351,9 +357,14 @@ def _choose_initiating(roots: list[Found], root_rank: int | None) -> Found | Non
     return chosen[0] if chosen else None
 
 
-def _candidate(f: Found, role: Role, cause: str | None, why: str, episode: Episode) -> Candidate:
+def _candidate(
+    f: Found, role: Role, cause: str | None, why: str, episode: Episode, stated_rank: int | None = None
+) -> Candidate:
+    """`stated_rank`: the rank a launcher's line names for a failure whose own lines carry none."""
     scan, hit = f.first
     sig = f.sig
+    rank = hit.line.rank if hit.line.rank is not None else stated_rank
+    facts = f.facts if rank is None or "rank" in f.facts else {**f.facts, "rank": str(rank)}
     why = "; ".join([why, *f.notes])
     return Candidate(
         id=sig.id,
@@ -369,10 +380,10 @@ def _candidate(f: Found, role: Role, cause: str | None, why: str, episode: Episo
         why=why,
         line=hit.line.no,
         file=scan.name,
-        rank=hit.line.rank,
+        rank=rank,
         time=hit.line.time,
         began=_began(f),
-        ranks=sorted(f.ranks),
+        ranks=sorted(f.ranks) or ([rank] if rank is not None else []),
         count=f.count,
         evidence=[
             Evidence(
@@ -387,11 +398,11 @@ def _candidate(f: Found, role: Role, cause: str | None, why: str, episode: Episo
             )
             for h, p, kind in f.evidence
         ],
-        facts=f.facts,
+        facts=facts,
         versions=f.versions,
         summary=sig.summary,
-        fix=[fill(step, f.facts) for step in sig.fix],
-        verify=fill(sig.verify, f.facts),
-        resume=fill(sig.resume, f.facts),
+        fix=[fill(step, facts) for step in sig.fix],
+        verify=fill(sig.verify, facts),
+        resume=fill(sig.resume, facts),
         path=entry_path(sig.id),
     )
