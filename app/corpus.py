@@ -103,6 +103,12 @@ class CaseSpec(BaseModel):
     collateral: tuple[str, ...] = ()
     notes: str = Field(min_length=10, description="why this label: what the thread or the run showed")
     tags: tuple[str, ...] = ()
+    rank: int | None = Field(
+        None,
+        ge=0,
+        description="the rank the failure that started the run happened on (for a hang: the rank the others "
+        "waited for), when the run or the thread says",
+    )
     sampled: Sampling | None = None
     first_sight: FirstSight | None = None
 

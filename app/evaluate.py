@@ -11,7 +11,7 @@ import random
 from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -96,21 +96,30 @@ def order_stable(case_id: str, logs: Sequence[tuple[str, bytes]], library: Libra
 FIRST_SIGHT_TOP = 5  # candidates a first sight records
 
 
-def answer_of(logs: Sequence[tuple[str, bytes]], library: Library) -> tuple[tuple[str, ...], frozenset[str]]:
-    """What the library names for a case's logs (as one job): the candidates' ids, and those at `likely`."""
+class Answer(NamedTuple):
+    """What the library names for a case's logs (as one job)."""
+
+    ranked: tuple[str, ...]  # the candidates' ids, best first
+    likely: frozenset[str]  # those at `likely`
+    rank: int | None  # the rank it names: a hang's suspect, else the first candidate's
+
+
+def answer_of(logs: Sequence[tuple[str, bytes]], library: Library) -> Answer:
+    """What the library names for a case's logs (as one job)."""
     named = [(name if len(logs) > 1 else None, data) for name, data in logs]
     try:
         d = diagnose_many(named, library, threads=1)
     except TraceloreError:
-        return (), frozenset()
-    return tuple(c.id for c in d.candidates), frozenset(c.id for c in d.candidates if c.band == "likely")
+        return Answer((), frozenset(), None)
+    rank = d.hang.rank if d.hang is not None else d.candidates[0].rank if d.candidates else None
+    return Answer(tuple(c.id for c in d.candidates), frozenset(c.id for c in d.candidates if c.band == "likely"), rank)
 
 
 def first_sight_of(logs: Sequence[tuple[str, bytes]], library: Library, *, expected: str, today: date) -> FirstSight:
     """What the library says of a new case's logs, to be kept in the case for ever."""
     from app import __version__
 
-    ranked, likely = answer_of(logs, library)
+    ranked, likely, _ = answer_of(logs, library)
     top = ranked[:FIRST_SIGHT_TOP]
     return FirstSight(
         added=today,
@@ -136,7 +145,7 @@ def sight(case: Case) -> Sight | None:
 def run_case(case: Case, library: Library) -> Outcome:
     """Diagnose one case's logs as one job (each file read once)."""
     logs = case.read()
-    ranked, likely = answer_of(logs, library)
+    ranked, likely, rank = answer_of(logs, library)
     return Outcome(
         case=case.id,
         expected=case.spec.expected,
@@ -147,6 +156,8 @@ def run_case(case: Case, library: Library) -> Outcome:
         tags=case.spec.tags,
         order_stable=order_stable(case.id, logs, library),
         first=sight(case),
+        expected_rank=case.spec.rank,
+        rank=rank,
     )
 
 
@@ -312,6 +323,10 @@ def render_text(report: Report, thresholds: Mapping[str, float], *, worst: int =
     if report.misses:
         out += ["", "misses:"]
         out += [f"  {m.case}: expected {m.expected}, got {m.got}" for m in report.misses]
+    wrong_rank = [o for o in report.outcomes if o.right and o.expected_rank is not None and not o.rank_right]
+    if wrong_rank:
+        out += ["", "named right on the wrong rank:"]
+        out += [f"  {o.case}: rank {o.expected_rank}, got {o.rank}" for o in wrong_rank]
     if report.tags:
         out += ["", "by kind of log (right or clean / cases):"]
         out += [f"  {t:<17} {ratio}" for t, ratio in report.tags.items()]

@@ -61,6 +61,7 @@ def test_eval_reports_exactly_the_small_corpus_figures(small_corpus: Path, signa
         "collateral_order": (0, 0),
         "healthy_clean": (0, 1),
         "order_independent": (0, 0),
+        "rank_right": (0, 0),
     }
     assert body["signatures"]["cuda.oom"] | {"recall": None, "precision": None} == {
         "cases": 1,

@@ -127,6 +127,18 @@ def test_order_independent_counts_only_multi_rank_cases() -> None:
     assert report.below({"order_independent": 1.0}) == ["order_independent 0.500 is below the threshold 1.000"]
 
 
+def test_rank_right_counts_failures_whose_label_names_a_rank() -> None:
+    unlabelled = outcome("a", "cuda.oom", ("cuda.oom",))
+    on_rank = Outcome(**{**unlabelled.__dict__, "case": "b", "expected_rank": 1, "rank": 1})
+    other_rank = Outcome(**{**unlabelled.__dict__, "case": "c", "expected_rank": 1, "rank": 0})
+    wrong_class = Outcome(
+        **{**unlabelled.__dict__, "case": "d", "ranked": ("host.oom_killed",), "expected_rank": 1, "rank": 1}
+    )
+    report = score([unlabelled, on_rank, other_rank, wrong_class], layer_of=LAYERS, known=LAYERS)
+    assert (report.rank_right.hits, report.rank_right.total) == (1, 3)
+    assert report.below({"rank_right": 0.95}) == ["rank_right 0.333 is below the threshold 0.950"]
+
+
 def test_thresholds_hold_the_established_and_the_sampled_cases_apart() -> None:
     """Cases the fingerprints were written from and cases sampled with their first sight are two populations."""
     established = [outcome("a", "cuda.oom", ("cuda.oom",)), outcome("b", "cuda.oom", ("cuda.oom",))]
