@@ -97,8 +97,6 @@ FIRST_SIGHT_TOP = 5  # candidates a first sight records
 
 
 class Answer(NamedTuple):
-    """What the library names for a case's logs (as one job)."""
-
     ranked: tuple[str, ...]  # the candidates' ids, best first
     likely: frozenset[str]  # those at `likely`
     rank: int | None  # the rank it names: a hang's suspect, else the first candidate's
@@ -323,10 +321,6 @@ def render_text(report: Report, thresholds: Mapping[str, float], *, worst: int =
     if report.misses:
         out += ["", "misses:"]
         out += [f"  {m.case}: expected {m.expected}, got {m.got}" for m in report.misses]
-    wrong_rank = [o for o in report.outcomes if o.right and o.expected_rank is not None and not o.rank_right]
-    if wrong_rank:
-        out += ["", "named right on the wrong rank:"]
-        out += [f"  {o.case}: rank {o.expected_rank}, got {o.rank}" for o in wrong_rank]
     if report.tags:
         out += ["", "by kind of log (right or clean / cases):"]
         out += [f"  {t:<17} {ratio}" for t, ratio in report.tags.items()]

@@ -9,10 +9,9 @@ read from the last lines of each file only; a finishing line anywhere else (an e
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Literal
-
-import regex
 
 from app.core.engine.file_scan import FileScan
 from app.core.engine.scanner import HEAD_TAIL_LINES
@@ -24,7 +23,7 @@ from app.core.models import Candidate, Line, RunEnding
 # torchelastic's agent ("Local worker group finished (WorkerState.SUCCEEDED)", "Done waiting
 # for other agents"), IDEs' and shells' "Process finished with exit code 0", and the plain
 # "training finished/complete/done" lines of training scripts.
-_COMPLETED = regex.compile(
+_COMPLETED = re.compile(
     r"(?i)\b(?:training|fine-?tuning|train)\b[^\n]{0,40}?\b(?:is |has )?(?:completed?|finished|done|complete|over)\b"
     r"(?![^\n]{0,20}\b(?:with errors?|unsuccessful|failed)\b)"
     r"|\b(?:finished|completed?) (?:the )?(?:training|fine-?tuning)\b"
@@ -35,13 +34,13 @@ _COMPLETED = regex.compile(
     r"|^\s*(?:all )?done[.!]*\s*$"
 )
 # The step a progress line reports: "step 120", "iter: 3400", "Epoch 3/10", "12/500 [".
-_STEP = regex.compile(
+_STEP = re.compile(
     r"(?i)\b(?:global[_ ]step|step|iteration|iter|it|epoch)\b\s*[:=#\[]?\s*(?P<n>\d{1,9})\b(?!\.\d)"
     r"|(?P<bar>\d{1,9})/\d{1,9} ?\["
 )
 # Training progress as trainers print it: tqdm bars, Keras bars and epoch headers, step lines
 # with a metric, the HF Trainer's metrics dict (the library's own progress patterns, widened).
-_PROGRESS = regex.compile(
+_PROGRESS = re.compile(
     r"\d%\|[^\n]{0,200}\| *\d{1,12}/\d{1,12} \["
     r"|(?i:\b(?:global[_ ]step|step|iteration|iter|epoch)\b[ :=#\[]{1,8}\d{1,9}\b"
     r"[^\n]{0,200}\b(?:loss|lr|acc\w*|ppl)\b)"
@@ -49,7 +48,7 @@ _PROGRESS = regex.compile(
     r"|^\s*\d{1,9}/\d{1,9} \[[=>.]{3,}\]"
     r"|^\s*Epoch \d{1,6}/\d{1,6}\s*$"
 )
-_FAILED = regex.compile(
+_FAILED = re.compile(
     r"(?i)\b(?:error|exception|traceback|fatal|fail(?:ed|ure)?|killed|abort|cannot|can't|could not|unable|refused"
     r"|denied|wrong|giving up)"
 )

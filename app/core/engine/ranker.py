@@ -263,29 +263,19 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
         (int(f.facts[ROOT_RANK_FACT]) for f in terminal if f.facts.get(ROOT_RANK_FACT, "").lstrip("-").isdigit()),
         None,
     )
-    # Only a root failure can start the run: when every failure found is an echo, none is
-    # called initiating (the diagnosis names the unrecognised start instead).
+    # Only a root failure can start the run (all echoes: the diagnosis names the unrecognised start).
     initiating = _choose_initiating(roots, root_rank)
     if initiating is not None:
         if root_rank is not None and root_rank in initiating.ranks:
             why = f"the launcher names rank {root_rank} as the first failure, and this failure is on that rank"
         elif root_rank is not None and not initiating.ranks:
-            why = (
-                f"the launcher names rank {root_rank} as the first failure; this failure's lines carry no rank "
-                "of their own, so it is that rank's"
-            )
+            why = f"the launcher names rank {root_rank} as the first failure; this failure's lines name no rank"
         else:
             why = "the earliest root failure of the run's final episode"
         roles[initiating.sig.id] = ("initiating", None, why)
         for f in terminal:
-            role, cause, text = roles.get(
-                f.sig.id,
-                (
-                    "contributing",
-                    None,
-                    "another failure in the final episode, after the initiating one",
-                ),
-            )
+            later: tuple[Role, str | None, str] = ("contributing", None, "a later failure of the final episode")
+            role, cause, text = roles.get(f.sig.id, later)
             if role == "collateral" and cause is None and f is not initiating:
                 roles[f.sig.id] = (role, initiating.sig.id, text)
             elif f.sig.id not in roles:
@@ -358,12 +348,11 @@ def _choose_initiating(roots: list[Found], root_rank: int | None) -> Found | Non
 
 
 def _candidate(
-    f: Found, role: Role, cause: str | None, why: str, episode: Episode, stated_rank: int | None = None
+    f: Found, role: Role, cause: str | None, why: str, episode: Episode, stated: int | None = None
 ) -> Candidate:
-    """`stated_rank`: the rank a launcher's line names for a failure whose own lines carry none."""
     scan, hit = f.first
     sig = f.sig
-    rank = hit.line.rank if hit.line.rank is not None else stated_rank
+    rank = hit.line.rank if hit.line.rank is not None else stated  # a launcher's Root Cause rank
     facts = f.facts if rank is None or "rank" in f.facts else {**f.facts, "rank": str(rank)}
     why = "; ".join([why, *f.notes])
     return Candidate(

@@ -51,15 +51,8 @@ class Outcome:
     # every order gave the same answer. None for a single-rank log.
     order_stable: bool | None = None
     first: Sight | None = None
-    # The rank the failure that started the run happened on, when the case's label says (for a
-    # hang, the rank the others waited for), and the rank the diagnosis named.
-    expected_rank: int | None = None
-    rank: int | None = None
-
-    @property
-    def rank_right(self) -> bool:
-        """The failure is named first and on the rank its label says."""
-        return self.right and self.rank == self.expected_rank
+    expected_rank: int | None = None  # the rank the label names (a hang: the rank waited for)
+    rank: int | None = None  # the rank the diagnosis named
 
     @property
     def healthy(self) -> bool:
@@ -278,8 +271,7 @@ class Report:
     outcomes: Sequence[Outcome] = ()
     # multi-rank cases whose per-rank files gave the same answer in every order
     order_independent: Ratio = Ratio(0, 0)
-    # failures whose label names a rank, named first on that rank
-    rank_right: Ratio = Ratio(0, 0)
+    rank_right: Ratio = Ratio(0, 0)  # failures whose label names a rank, named first on that rank
     # what the library said of each case when it was added (cases added since first sight was kept)
     first_sight: tuple[SightGroup, ...] = ()
     # the library's breadth over the sampled failures, per ecosystem (coverage then and now)
@@ -387,7 +379,9 @@ def _score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: I
         collateral_order=_ratio(with_echoes, lambda o: o.collateral_ordered),
         healthy_clean=_ratio(healthy, lambda o: o.clean),
         order_independent=_ratio([o for o in items if o.order_stable is not None], lambda o: bool(o.order_stable)),
-        rank_right=_ratio([o for o in failures if o.expected_rank is not None], lambda o: o.rank_right),
+        rank_right=_ratio(
+            [o for o in failures if o.expected_rank is not None], lambda o: o.right and o.rank == o.expected_rank
+        ),
         signatures=signatures,
         layers=layers,
         confusions=sorted(((e, g, n) for (e, g), n in confusions.items()), key=lambda t: (-t[2], t[0], t[1])),
