@@ -273,8 +273,8 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
         else:
             why = "the earliest root failure of the run's final episode"
         roles[initiating.sig.id] = ("initiating", None, why)
+        later: tuple[Role, str | None, str] = ("contributing", None, "a later failure of the final episode")
         for f in terminal:
-            later: tuple[Role, str | None, str] = ("contributing", None, "a later failure of the final episode")
             role, cause, text = roles.get(f.sig.id, later)
             if role == "collateral" and cause is None and f is not initiating:
                 roles[f.sig.id] = (role, initiating.sig.id, text)
