@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from app.core.knowledge.scoring import FIGURES, SCOPES
 from app.core.redaction.redactor import DEFAULT, Redactor
 from app.errors import TraceloreError
 
@@ -25,6 +26,7 @@ CASE_FILE = "case.yaml"
 LOG_FILE = "log.txt"
 RANK_LOG_SUFFIX = ".log"
 HEALTHY = "none"  # `expected` of a run that did not fail
+THRESHOLDS_FILE = "thresholds.yaml"
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_]*(?:\.[a-z0-9_]+)+$")
 _CASE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{2,120}$")
@@ -309,3 +311,33 @@ def add_case(
         if staging.exists():
             shutil.rmtree(staging)
     return load_case(target)
+
+
+def load_thresholds(root: Path) -> dict[str, float]:
+    """The minimum figures CI holds the corpus to (`thresholds.yaml`; none when absent)."""
+    path = root / THRESHOLDS_FILE
+    if not path.is_file():
+        return {}
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, dict):
+        raise CorpusError([f"{path}: must map figure names to minimum values"])
+    flat: dict[str, object] = {}
+    problems = []
+    for key, value in raw.items():
+        if key in SCOPES and isinstance(value, dict):  # `sampled: {top1: 0.9}`, `sampled: {2026-12-a: {top1: 0.9}}`
+            for k, v in value.items():
+                flat.update({f"{key}.{k}.{f}": n for f, n in v.items()} if isinstance(v, dict) else {f"{key}.{k}": v})
+        elif key in SCOPES:
+            problems.append(f"{path}: {key} must map figure names to minimum values")
+        else:
+            flat[key] = value
+    known = f"{', '.join(FIGURES)}; scoped: {', '.join(SCOPES)}"
+    problems += [f"{path}: unknown figure {k!r} (known: {known})" for k in flat if k.rpartition(".")[2] not in FIGURES]
+    problems += [
+        f"{path}: {k} must be a number from 0 to 1"
+        for k, v in flat.items()
+        if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v <= 1
+    ]
+    if problems:
+        raise CorpusError(problems)
+    return {k: float(v) for k, v in flat.items() if isinstance(v, int | float)}

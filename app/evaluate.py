@@ -13,8 +13,6 @@ from datetime import date
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
-
 from app.core.engine.diagnose import diagnose_many
 from app.core.engine.prefixes import parse_prefixes
 from app.core.engine.reader import strip_ansi
@@ -24,19 +22,13 @@ from app.core.knowledge.scoring import (
     ESTABLISHED,
     FIGURES,
     SAMPLED,
-    SCOPES,
     Outcome,
-    Ratio,
     Report,
-    Sight,
-    SightGroup,
     score,
 )
+from app.core.knowledge.sights import Ratio, Sight, SightGroup
 from app.corpus import Case, CorpusError, FirstSight
 from app.errors import TraceloreError
-
-THRESHOLDS_FILE = "thresholds.yaml"
-
 
 ORDERS = 4  # orders a multi-rank case's files are diagnosed in: as given, reversed, two seeded shuffles
 UNRANKED_FILE = "launcher.log"  # where a split log's lines with no rank prefix go
@@ -167,35 +159,6 @@ def evaluate(cases: Sequence[Case], library: Library, *, taxonomy: Path | None =
     return score(outcomes, layer_of=layer_of, known=library.signatures)
 
 
-def load_thresholds(root: Path) -> dict[str, float]:
-    """The minimum figures CI holds the corpus to (`thresholds.yaml`; none when absent)."""
-    path = root / THRESHOLDS_FILE
-    if not path.is_file():
-        return {}
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(raw, dict):
-        raise CorpusError([f"{path}: must map figure names to minimum values"])
-    flat: dict[str, object] = {}
-    problems = []
-    for key, value in raw.items():
-        if key in SCOPES and isinstance(value, dict):  # e.g. `sampled: {top1: 0.9}`
-            flat.update({f"{key}.{k}": v for k, v in value.items()})
-        elif key in SCOPES:
-            problems.append(f"{path}: {key} must map figure names to minimum values")
-        else:
-            flat[key] = value
-    known = f"{', '.join(FIGURES)}; scoped: {', '.join(SCOPES)}"
-    problems += [f"{path}: unknown figure {k!r} (known: {known})" for k in flat if k.rpartition(".")[2] not in FIGURES]
-    problems += [
-        f"{path}: {k} must be a number from 0 to 1"
-        for k, v in flat.items()
-        if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v <= 1
-    ]
-    if problems:
-        raise CorpusError(problems)
-    return {k: float(v) for k, v in flat.items() if isinstance(v, int | float)}
-
-
 def measured_document(report: Report, library: Library) -> dict[str, Any]:
     """What `measured.json` holds: per signature of the library, the corpus's counts."""
     return {
@@ -244,9 +207,12 @@ def _figure_lines(report: Report, thresholds: Mapping[str, float]) -> list[str]:
         (scope,) = report.parts or (ESTABLISHED,)
         return lines(report, None if scope == ESTABLISHED else scope)
     out = []
-    for scope, part in report.parts.items():
-        out += [f"{_PART_HEADINGS[scope]}: {part.cases} cases"]
-        out += ["  " + line for line in lines(part, None if scope == ESTABLISHED else scope)] + [""]
+    for scope, part in report.parts.items():  # established, sampled, then each sampled batch under it
+        batch = scope.partition(".")[2]
+        heading = f"  batch {batch}, as the library does on it now" if batch else _PART_HEADINGS[scope]
+        out += [f"{heading}: {part.cases} cases"]
+        out += [("    " if batch else "  ") + line for line in lines(part, None if scope == ESTABLISHED else scope)]
+        out += [""]
     out += [f"the whole corpus: {report.cases} cases (no threshold)"]
     out += ["  " + f"{name:<17} {getattr(report, name)}" for name in FIGURES]
     return out

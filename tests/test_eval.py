@@ -368,3 +368,34 @@ def test_scoped_thresholds_are_read_and_checked(small_corpus: Path, signatures_d
     (small_corpus / "thresholds.yaml").write_text("sampled:\n  top_one: 0.9\n")
     bad = run("eval", str(small_corpus), "--signatures", str(signatures_dir))
     assert bad.exit_code == 2 and "unknown figure 'sampled.top_one'" in bad.output
+
+
+def test_each_sampled_batch_is_held_to_its_own_thresholds(tmp_path: Path, library: Library) -> None:
+    staged = tmp_path / "staged"
+    logs = {"gh-a-b-1": ("t1", example(library, "cuda.oom")), "gh-a-b-2": ("t2", b"nothing to see here\n")}
+    for case_id, (batch, log) in logs.items():
+        (staged / case_id).mkdir(parents=True)
+        (staged / case_id / "log.txt").write_bytes(log)
+        spec = {
+            "source": f"https://github.com/a/b/issues/{case_id[-1]}",
+            "expected": "cuda.oom",
+            "notes": "what the run did",
+        }
+        spec["sampled"] = {"batch": batch, "query": "a b out of memory", "position": 1}
+        (staged / case_id / CASE_FILE).write_text(yaml.safe_dump(spec))
+    root = tmp_path / "c"
+    assert run("corpus", "import", str(staged), "--corpus", str(root)).exit_code == 0
+    # A new batch (t2, missed) does not pull down the figures the earlier batch (t1) is held to.
+    (root / "thresholds.yaml").write_text("sampled:\n  t1: {top1: 1.0, top3: 1.0}\n")
+    held = run("eval", str(root))
+    assert held.exit_code == 0, held.output
+    assert "batch t1, as the library does on it now: 1 cases" in held.output
+    assert "top1              1.000 (1/1)  (threshold 1.000)" in held.output
+    parts = json.loads(run("eval", str(root), "--format", "json").output)["parts"]
+    assert parts["sampled.t1"]["top1"]["threshold"] == 1.0 and parts["sampled.t2"]["top1"]["value"] == 0.0
+    (root / "thresholds.yaml").write_text("sampled:\n  t1: {top1: 1.0}\n  t2: {top1: 0.5}\n")
+    below = run("eval", str(root))
+    assert below.exit_code == 1 and "sampled.t2.top1 0.000 is below the threshold 0.500" in below.output
+    (root / "thresholds.yaml").write_text("sampled:\n  t9: {top1: 0.5}\n")
+    misspelt = run("eval", str(root))
+    assert misspelt.exit_code == 1 and "sampled.t9.top1 names a batch with no case" in misspelt.output

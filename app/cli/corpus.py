@@ -209,10 +209,9 @@ def eval_command(
     The thresholds hold the whole corpus: with --only they are not applied.
     """
     from app.core.knowledge.loading import MEASURED_FILE, TAXONOMY_FILE
-    from app.corpus import load_corpus
+    from app.corpus import load_corpus, load_thresholds
     from app.evaluate import (
         evaluate,
-        load_thresholds,
         read_baseline,
         render_changes,
         render_json,

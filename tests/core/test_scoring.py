@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from app.core.knowledge.scoring import NOTHING, Outcome, Sight, score
+from app.core.knowledge.scoring import NOTHING, Outcome, score
+from app.core.knowledge.sights import Sight
 
 
 def outcome(

@@ -11,6 +11,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from app.core.knowledge.sights import Ratio, Sight, SightGroup, coverage_by_ecosystem, first_sight
+
 NOTHING = "nothing"  # what a miss "got" when the diagnosis named no failure
 NO_SIGNATURE = "(no signature yet)"  # the layer of an expected id the library does not know
 FIGURES = ("top1", "top3", "collateral_order", "healthy_clean", "order_independent", "rank_right")
@@ -23,17 +25,6 @@ def _plural(n: int, word: str) -> str:
 
 def _logs(n: int) -> str:
     return _plural(n, "log")
-
-
-@dataclass(frozen=True)
-class Sight:
-    """What the library said of a case when the case was added (its first sight)."""
-
-    ranked: tuple[str, ...]
-    known: bool  # the library had a signature for the expected class then
-    added: str  # ISO date
-    batch: str | None = None
-    ecosystem: str | None = None  # the project or ecosystem its sampling query was about
 
 
 @dataclass(frozen=True)
@@ -88,19 +79,6 @@ class Outcome:
     def clean(self) -> bool:
         """A healthy run with no failure named at `likely`."""
         return self.healthy and not self.likely
-
-
-@dataclass(frozen=True)
-class Ratio:
-    hits: int
-    total: int
-
-    @property
-    def value(self) -> float | None:
-        return self.hits / self.total if self.total else None
-
-    def __str__(self) -> str:
-        return f"{self.value:.3f} ({self.hits}/{self.total})" if self.total else "n/a (0 cases)"
 
 
 @dataclass(frozen=True)
@@ -162,97 +140,6 @@ class Miss:
 
 
 @dataclass(frozen=True)
-class SightGroup:
-    """First sight over a group of failed-run cases (all, a month added, a sampled batch), next to today.
-
-    Judged over the cases whose class the library had when each was added (`known`): a class
-    with no signature yet measures the library's breadth (`coverage`), not how it generalises.
-    """
-
-    label: str
-    cases: int  # failed-run cases with a first sight
-    known: int  # of them, whose class had a signature when the case was added
-    known_now: int  # of them, whose class has a signature today
-    then_top1: Ratio
-    then_top3: Ratio
-    then_none: Ratio  # no candidate at all
-    now_top1: Ratio
-    now_top3: Ratio
-    now_none: Ratio
-
-    @property
-    def coverage(self) -> Ratio:
-        return Ratio(self.known, self.cases)
-
-    @property
-    def coverage_now(self) -> Ratio:
-        return Ratio(self.known_now, self.cases)
-
-
-def sight_group(label: str, outcomes: Sequence[Outcome], known_ids: frozenset[str] = frozenset()) -> SightGroup:
-    """First sight and today's answer over failed-run outcomes that carry a first sight."""
-    seen = [o for o in outcomes if o.first is not None and not o.healthy]
-    known = [o for o in seen if o.first is not None and o.first.known]
-
-    def then(test: Callable[[Outcome, tuple[str, ...]], bool]) -> Ratio:
-        return Ratio(sum(1 for o in known if o.first is not None and test(o, o.first.ranked)), len(known))
-
-    def now(test: Callable[[Outcome, tuple[str, ...]], bool]) -> Ratio:
-        return Ratio(sum(1 for o in known if test(o, o.ranked)), len(known))
-
-    def top1(o: Outcome, ranked: tuple[str, ...]) -> bool:
-        return bool(ranked) and ranked[0] in o.accepted
-
-    def top3(o: Outcome, ranked: tuple[str, ...]) -> bool:
-        return any(r in o.accepted for r in ranked[:3])
-
-    def none(_: Outcome, ranked: tuple[str, ...]) -> bool:
-        return not ranked
-
-    return SightGroup(
-        label=label,
-        cases=len(seen),
-        known=len(known),
-        known_now=sum(1 for o in seen if o.expected in known_ids),
-        then_top1=then(top1),
-        then_top3=then(top3),
-        then_none=then(none),
-        now_top1=now(top1),
-        now_top3=now(top3),
-        now_none=now(none),
-    )
-
-
-def first_sight(outcomes: Sequence[Outcome], known: Iterable[str] = ()) -> tuple[SightGroup, ...]:
-    """First sight over every case that records one, then by sampled batch, then by month added."""
-    seen = [o for o in outcomes if o.first is not None and not o.healthy]
-    if not seen:
-        return ()
-    ids = frozenset(known)
-    groups = [sight_group("all", seen, ids)]
-    batches = sorted({o.first.batch for o in seen if o.first is not None and o.first.batch})
-    groups += [
-        sight_group(f"batch {b}", [o for o in seen if o.first is not None and o.first.batch == b], ids) for b in batches
-    ]
-    months = sorted({o.first.added[:7] for o in seen if o.first is not None})
-    groups += [
-        sight_group(f"added {m}", [o for o in seen if o.first is not None and o.first.added[:7] == m], ids)
-        for m in months
-    ]
-    return tuple(groups)
-
-
-def coverage_by_ecosystem(outcomes: Sequence[Outcome], known: Iterable[str] = ()) -> tuple[SightGroup, ...]:
-    """The breadth of the library over the sampled failures, per ecosystem their query was about."""
-    seen = [o for o in outcomes if o.first is not None and o.first.ecosystem and not o.healthy]
-    ids = frozenset(known)
-    names = sorted({o.first.ecosystem for o in seen if o.first is not None and o.first.ecosystem})
-    return tuple(
-        sight_group(name, [o for o in seen if o.first is not None and o.first.ecosystem == name], ids) for name in names
-    )
-
-
-@dataclass(frozen=True)
 class Report:
     """Every figure of one evaluation."""
 
@@ -299,6 +186,10 @@ class Report:
         """The figures under their threshold, as sentences."""
         failed = []
         for name, minimum in thresholds.items():
+            scope = name.rpartition(".")[0]
+            if scope.startswith(f"{SAMPLED}.") and scope not in self.parts:
+                failed.append(f"{name} names a batch with no case")  # a misspelt batch would hold nothing
+                continue
             value = self.figure(name)
             if value is not None and value + 1e-9 < minimum:
                 failed.append(f"{name} {value:.3f} is below the threshold {minimum:.3f}")
@@ -310,11 +201,16 @@ SAMPLED = "sampled"  # cases sampled since, each with its first sight
 SCOPES = (SAMPLED,)  # the scopes a threshold may name ("sampled.top1"); a bare name holds the established
 
 
+def batch_scope(batch: str) -> str:
+    """The part of one sampled batch ("sampled.2026-12-a"): a new batch is held apart from those before it."""
+    return f"{SAMPLED}.{batch}"
+
+
 def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: Iterable[str]) -> Report:
     """Count the figures over outcomes. `layer_of` maps an id to its layer; `known` are the library's ids.
 
     When some cases carry a first sight and some do not, the figures are also counted over each
-    part, which thresholds hold apart.
+    part, and over each sampled batch, which thresholds hold apart.
     """
     items = list(outcomes)
     report = _score(items, layer_of=layer_of, known=known)
@@ -324,10 +220,13 @@ def score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: It
     }
     present = {scope: group for scope, group in groups.items() if group}
     if len(present) < 2:  # one population: the whole corpus is it
-        return dataclasses.replace(report, parts=dict.fromkeys(present, report))
-    return dataclasses.replace(
-        report, parts={scope: _score(group, layer_of=layer_of, known=known) for scope, group in present.items()}
-    )
+        parts = dict.fromkeys(present, report)
+    else:
+        parts = {scope: _score(group, layer_of=layer_of, known=known) for scope, group in present.items()}
+    for batch in sorted({o.first.batch for o in items if o.first is not None and o.first.batch}):
+        group = [o for o in items if o.first is not None and o.first.batch == batch]
+        parts[batch_scope(batch)] = _score(group, layer_of=layer_of, known=known)
+    return dataclasses.replace(report, parts=parts)
 
 
 def _score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: Iterable[str]) -> Report:
