@@ -167,18 +167,25 @@ class TimelineEntry:
     rank: int | None
     line: int
     candidate: Candidate
+    file: str | None = None
 
 
 def _timeline(diagnosis: Diagnosis) -> list[TimelineEntry]:
-    """When each failure first appeared on each rank, in time (or line) order."""
+    """When each failure first appeared on each rank, in time (or line) order.
+
+    On a failure's own rank the entry is the line its heading states: a traceback frame a few lines
+    above it is part of the same occurrence, not an earlier one, and drawing it apart made the
+    picture mark "the same failure again" before the failure itself.
+    """
     first: dict[tuple[str, int | None], TimelineEntry] = {}
     for c in diagnosis.candidates:
+        first[(c.id, c.rank)] = TimelineEntry(c.time, c.rank, c.line, c, c.file)
         for e in c.evidence:
             key = (c.id, e.rank)
-            entry = TimelineEntry(e.time or c.time, e.rank, e.line, c)
+            if e.rank == c.rank:
+                continue
             if key not in first or e.line < first[key].line:
-                first[key] = entry
-        first.setdefault((c.id, c.rank), TimelineEntry(c.time, c.rank, c.line, c))
+                first[key] = TimelineEntry(e.time or c.time, e.rank, e.line, c, e.file)
     entries = list(first.values())
     if all(e.time is not None for e in entries):
         entries.sort(key=lambda e: (_comparable(e.time) if e.time else datetime.min, e.line))

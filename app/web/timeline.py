@@ -43,6 +43,8 @@ class TimelineEvent(Protocol):
     def line(self) -> int: ...
     @property
     def candidate(self) -> Candidate: ...
+    @property
+    def file(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -130,9 +132,13 @@ def _kind(c: Candidate) -> MarkKind:
     return c.role
 
 
-def _lanes(events: Sequence[TimelineEvent], suspect: int | None, first_rank: int | None) -> list[Lane]:
-    """One lane per rank in rank order; past MAX_LANES, the ranks with only echoes share one lane."""
-    ranks = {e.rank for e in events}
+def _lanes(events: Sequence[TimelineEvent], suspect: int | None, first_rank: int | None, world: int = 0) -> list[Lane]:
+    """One lane per rank of the world in rank order; past MAX_LANES, the ranks with only echoes share one lane.
+
+    A rank that printed no failure gets its lane too: a rank missing from the picture of a hang is
+    often the one that matters.
+    """
+    ranks = {e.rank for e in events} | set(range(world))
     if suspect is not None:
         ranks.add(suspect)
     numbered = sorted(r for r in ranks if r is not None)
@@ -194,15 +200,26 @@ def _moments(events: Sequence[TimelineEvent], timed: bool) -> list[list[Timeline
 
 
 def job_picture(diagnosis: Diagnosis, events: Sequence[TimelineEvent]) -> JobPicture | None:
-    """Lay out the job: None when there is nothing to draw."""
+    """Lay out the job: None when a picture would say nothing the cards do not.
+
+    It is drawn for a job of more than one rank, or with times; never along the lines of several
+    files at once (line 20 of rank0.log and line 20 of rank3.log are not one moment).
+    """
     if not events:
         return None
     timed = all(e.time is not None for e in events)
+    world = _world_size(diagnosis)
+    several_ranks = len({e.rank for e in events if e.rank is not None}) > 1 or world > 1
+    if not (several_ranks or timed) or (not timed and len({e.file for e in events}) > 1):
+        return None
     first = diagnosis.initiating
     suspect = diagnosis.hang.rank if diagnosis.hang else None
-    lanes = _lanes(events, suspect, first.rank if first else None)
+    lanes = _lanes(events, suspect, first.rank if first else None, world)
     lane_of: dict[int | None, Lane] = {r: lane for lane in lanes for r in lane.ranks}
 
+    # Echoes drawn left of their cause: the picture says why rather than let them read as the start.
+    at = next((i for i, e in enumerate(events) if first is not None and e.candidate is first), 0)
+    before_cause = {id(e) for e in events[:at]}
     groups = _moments(events, timed)[:MAX_COLUMNS]
     columns: list[Column] = []
     waits: list[Wait] = []
@@ -240,6 +257,8 @@ def job_picture(diagnosis: Diagnosis, events: Sequence[TimelineEvent]) -> JobPic
             if kind == "initiating" and (e.rank, e.line) != (c.rank, c.line):
                 kind = "repeat"
             when = f", {e.time.strftime('%H:%M:%S')}" if e.time is not None else ""
+            if kind == "collateral" and id(e) in before_cause:
+                when += "; " + (EARLY_STAMP if timed else EARLY_LINE)
             where = f"rank {e.rank}" if e.rank is not None else "no rank"
             marks.append(
                 Mark(
@@ -285,6 +304,18 @@ def job_picture(diagnosis: Diagnosis, events: Sequence[TimelineEvent]) -> JobPic
         legend=legend,
         description=_describe(diagnosis, lanes, waits, timed),
     )
+
+
+EARLY_STAMP = "stamped before its cause: clocks of different hosts differ, or its wait began earlier"
+EARLY_LINE = "printed before its cause: the ranks' output interleaves in the log"
+MAX_WORLD = 4096  # a world size read from a log beyond this is not drawn lane by lane
+
+
+def _world_size(diagnosis: Diagnosis) -> int:
+    """The job's world size as its lines state it (0 when they do not)."""
+    fact = diagnosis.environment.first("world_size")
+    size = int(fact.value) if fact is not None and fact.value.isdigit() else 0
+    return size if size <= MAX_WORLD else 0
 
 
 def _role_word(c: Candidate) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from app.core.engine.diagnose import diagnose
+from app.core.engine.diagnose import diagnose, diagnose_many
 from app.core.knowledge.loading import Library
 from app.web.pages import TimelineEntry, _timeline
 from app.web.timeline import MAX_LANES, duration, job_picture
@@ -63,3 +65,61 @@ def test_past_twelve_ranks_the_echoing_ones_share_a_lane(library: Library) -> No
     folded = picture.lanes[-1]
     assert folded.label == f"{len(folded.ranks)} more ranks" and 5 not in folded.ranks
     assert sorted(r for lane in picture.lanes for r in lane.ranks) == list(range(40))
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "cases"
+
+
+@pytest.mark.parametrize("case", ["gen-ckpt-not-found-rank-local-torchrun", "gen-ckpt-truncated-zip-small-einval"])
+def test_the_first_failure_is_marked_at_the_line_its_heading_states(library: Library, case: str) -> None:
+    # The traceback frames above a failure's message are the same occurrence: they were drawn as
+    # "the same failure again" at an earlier line, with no first failure marked at all.
+    d = diagnose((CORPUS / case / "log.txt").read_bytes(), library)
+    first = d.initiating
+    assert first is not None
+    (row,) = [t for t in _timeline(d) if t.candidate is first and t.rank == first.rank]
+    assert row.line == first.line
+    picture = job_picture(d, _timeline(d))
+    assert picture is not None
+    (mark,) = [m for m in picture.marks if m.kind == "initiating"]
+    assert (mark.rank, mark.line) == (first.rank, first.line)
+    assert all(m.line > first.line for m in picture.marks if m.kind == "repeat")
+
+
+def test_a_single_process_log_without_times_is_not_drawn(library: Library) -> None:
+    d = diagnose((CORPUS / "gen-ckpt-truncated-pickle-dump" / "log.txt").read_bytes(), library)
+    assert d.initiating is not None and _timeline(d)
+    assert job_picture(d, _timeline(d)) is None
+
+
+def test_line_numbers_of_several_files_are_never_one_axis(library: Library) -> None:
+    oom = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.15 GiB"
+    watchdog = (
+        b"[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=48213, OpType=ALLREDUCE, "
+        b"NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 600089 milliseconds before timing out."
+    )
+    files = [("rank0.log", b"step 9\n" * 5 + watchdog + b"\n"), ("rank1.log", b"step 9\n" + oom + b"\n")]
+    d = diagnose_many(files, library, threads=1)
+    events = _timeline(d)
+    assert len({e.file for e in events}) > 1 and not any(e.time for e in events)
+    assert job_picture(d, events) is None
+
+
+def test_every_rank_of_the_world_gets_a_lane(library: Library) -> None:
+    log = b"[2024-06-14 11:10:00,000] INFO: world_size=4\n" + failure_cascade(2)
+    d = diagnose(log, library)
+    picture = job_picture(d, _timeline(d))
+    assert picture is not None
+    assert {r for lane in picture.lanes for r in lane.ranks} >= {0, 1, 2, 3}
+
+
+def test_an_echo_drawn_before_its_cause_says_why(library: Library) -> None:
+    d = diagnose(failure_cascade(8), library)
+    first = d.initiating
+    echo = next(c for c in d.candidates if c.role == "collateral")
+    assert first is not None
+    events = [TimelineEntry(None, 2, 3, echo), TimelineEntry(None, 5, first.line, first)]
+    picture = job_picture(d, events)
+    assert picture is not None
+    (early,) = [m for m in picture.marks if m.kind == "collateral"]
+    assert "printed before its cause" in early.title
