@@ -262,6 +262,7 @@ def page_context(record: StoredDiagnosis) -> dict[str, Any]:
     d = record
     main, echoes, earlier = d.groups()
     timeline = _timeline(d)
+    picture = job_picture(d, timeline)
     contexts = _contexts(record, [*main, *echoes, *earlier])
     return {
         "record": record,
@@ -269,8 +270,9 @@ def page_context(record: StoredDiagnosis) -> dict[str, Any]:
         "main": main,
         "echoes": echoes,
         "earlier": earlier,
-        "timeline": timeline,
-        "picture": job_picture(d, timeline),
+        # A one-rank log drawn without times would repeat the cards: no timeline then.
+        "timeline": timeline if picture is not None or len({(t.rank, t.file) for t in timeline}) > 1 else [],
+        "picture": picture,
         "context_for": lambda c: contexts[id(c)] if id(c) in contexts else Context(_context(record.windows, c), []),
         "shown_ranks": shown_ranks,
         "ranks_text": ranks_text,

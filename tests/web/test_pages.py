@@ -163,7 +163,7 @@ def test_a_hang_page_names_the_suspect_rank_near_the_top(client: httpx.Client) -
     assert "suspect rank 3, which the others were waiting for" in verdict, verdict
 
 
-def test_the_environment_panel_shows_the_logs_facts_above_the_evidence(client: httpx.Client) -> None:
+def test_the_environment_panel_shows_the_logs_facts_below_the_evidence(client: httpx.Client) -> None:
     """A real repro run's banner (pytorch/pytorch#122192): PyTorch, its CUDA and the GPU, each with its line."""
     log = (CASES / "gh-pytorch-pytorch-122192" / "log.txt").read_text()
     r = submit(client, files={"log": (None, log)})
@@ -172,7 +172,9 @@ def test_the_environment_panel_shows_the_logs_facts_above_the_evidence(client: h
     assert "<dt>PyTorch</dt><dd><code>2.13.0.dev20260516+cu130</code>" in panel and "line 1" in panel
     assert "<dt>GPU</dt><dd><code>NVIDIA H100</code>" in panel and "line 3" in panel
     assert "Conflicts" not in panel
-    assert html.index('class="panel environment"') < html.index("<h3>Evidence</h3>")
+    # The answer first: the verdict and the evidence, then the environment (on a phone the
+    # environment filled the first screen).
+    assert html.index('id="verdict"') < html.index("<h3>Evidence</h3>") < html.index('class="panel environment"')
 
 
 def test_the_environment_panel_names_the_host_of_nccls_lines(client: httpx.Client) -> None:
