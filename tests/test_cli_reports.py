@@ -130,3 +130,14 @@ def test_several_files_are_one_job_and_keep_their_names(lib: str, tmp_path: Path
 def test_full_without_server_is_a_usage_error(lib: str, oom_log: Path) -> None:
     code, _, err = run("diagnose", str(oom_log), "--signatures", lib, "--full")
     assert code == 2 and "--full needs --server" in err
+
+
+def test_the_verdict_says_how_far_to_trust_it() -> None:
+    """What the corpus measured for the named signature, next to the verdict, in text and Markdown."""
+    log = Path(__file__).parent / "corpus" / "cases" / "gen-mem-oom-killed-torchrun-rank" / "log.txt"
+    for fmt in ("text", "markdown"):
+        out = CliRunner().invoke(main, ["diagnose", "--format", fmt, str(log)]).output
+        lines = [line for line in out.splitlines() if line.strip()]
+        at = next(i for i, line in enumerate(lines) if "Verdict:" in line)
+        assert lines[at + 1].startswith("How far to trust it: recognised "), out
+        assert "at first sight (logs it had never seen), right in " in lines[at + 1]

@@ -69,6 +69,9 @@ def test_eval_reports_exactly_the_small_corpus_figures(small_corpus: Path, signa
         "named_wrongly": 0,
         "false_alarms": 1,
         "healthy": 1,
+        "echo_cases": 0,
+        "first_sight_cases": 0,
+        "first_sight_right": 0,
         "recall": None,
         "precision": None,
     }

@@ -147,6 +147,7 @@ class Candidate(_Frozen):
     verify: str
     resume: str
     path: str = Field(description="encyclopedia path of the failure class")
+    trust: str = Field("", description="what the corpus of real logs measured for this signature, in words")
 
 
 class SimilarEntry(_Frozen):

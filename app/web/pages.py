@@ -13,7 +13,7 @@ from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse,
 from fastapi.templating import Jinja2Templates
 
 from app.core.models import Candidate, Diagnosis, Window
-from app.core.rendering.verdict import quiet_heading, verdict
+from app.core.rendering.verdict import quiet_heading, trust, verdict
 from app.core.stored import StoredDiagnosis
 from app.errors import NotFound, TraceloreError
 from app.quota.tiers import Usage
@@ -278,6 +278,7 @@ def page_context(record: StoredDiagnosis) -> dict[str, Any]:
         "ranks_text": ranks_text,
         "several_files": len(d.input.files) > 1,  # then every evidence line says which file it is from
         "verdict": verdict(d).removeprefix("Verdict: "),
+        "trust": trust(d),
         "heading": quiet_heading(d),
     }
 

@@ -150,3 +150,24 @@ def test_thresholds_hold_the_established_and_the_sampled_cases_apart() -> None:
     assert report.below({"top1": 0.99, "sampled.top1": 0.6}) == ["sampled.top1 0.500 is below the threshold 0.600"]
     alone = score(sampled, layer_of=LAYERS, known=LAYERS)
     assert list(alone.parts) == ["sampled"] and alone.figure("sampled.top1") == 0.5 and alone.figure("top1") is None
+
+
+def test_trust_figures_count_echoes_and_first_sight() -> None:
+    then = Sight(ranked=("host.oom_killed",), known=True, added="2026-12-05", batch="t")
+    right_then = Sight(ranked=("cuda.oom",), known=True, added="2026-12-05", batch="t")
+    items = [
+        outcome("a", "cuda.oom", ("cuda.oom", "nccl.watchdog_timeout"), collateral=("nccl.watchdog_timeout",)),
+        dataclasses.replace(outcome("b", "cuda.oom", ("cuda.oom",)), first=then),
+        dataclasses.replace(outcome("c", "cuda.oom", ("cuda.oom",)), first=right_then),
+    ]
+    report = score(items, layer_of=LAYERS, known=LAYERS)
+    oom, watchdog = report.signatures["cuda.oom"], report.signatures["nccl.watchdog_timeout"]
+    assert (oom.first_sight_cases, oom.first_sight_right) == (2, 1)
+    assert oom.short() == (
+        "recognised 3 of 3 real logs, named wrongly in 0; at first sight (logs it had never seen), right in 1 of 2"
+    )
+    assert "named first in 1 of 2 before any fingerprint changed" in oom.sentence()
+    # Known only as an echo: said so, not "no real log yet".
+    assert watchdog.cases == 0 and watchdog.echo_cases == 1
+    assert watchdog.short() == "seen only as an echo of other failures, in 1 real log"
+    assert watchdog.sentence().startswith("Known as an echo: in 1 real log it follows another failure")

@@ -108,6 +108,9 @@ def assemble(
     candidates = rank_found([f for f in found if f.sig.role != "benign"], scans)
     if top is not None:
         candidates = candidates[:top]
+    # How far to trust each named signature: what the corpus measured, said where the decision is made.
+    measured = library.measured
+    candidates = [c.model_copy(update={"trust": measured[c.id].short()}) if c.id in measured else c for c in candidates]
     # Once arranged, times are all full or (no year anywhere in the job) all year-less.
     # The ends of each file and every line a pattern picked: a file's last chunk may be short.
     times = sorted(line.time for scan in scans for line in picked_lines(scan) if line.time is not None)

@@ -91,6 +91,9 @@ class Measured:
     named_wrongly: int = 0  # logs of another failure where this one was named first
     false_alarms: int = 0  # healthy logs where this one was named at `likely`
     healthy: int = 0  # healthy logs in the corpus
+    echo_cases: int = 0  # logs where it is labelled an echo of another failure
+    first_sight_cases: int = 0  # sampled logs of it, whose class the library had when they were added
+    first_sight_right: int = 0  # of those, named first before any fingerprint changed for them
 
     @property
     def recall(self) -> float | None:
@@ -106,9 +109,24 @@ class Measured:
         """Enough real logs behind the figures to say something."""
         return self.cases >= MIN_CASES
 
+    def short(self) -> str:
+        """The figures next to a verdict: how far to trust this signature when it is named."""
+        if not self.cases:
+            if self.echo_cases:
+                return f"seen only as an echo of other failures, in {self.echo_cases} real {_logs(self.echo_cases)}"
+            return "no real log of this failure is in the corpus yet"
+        said = f"recognised {self.recognised} of {self.cases} real {_logs(self.cases)}"
+        said += f", named wrongly in {self.named_wrongly}"
+        if self.first_sight_cases:
+            seen = f"{self.first_sight_right} of {self.first_sight_cases}"
+            said += f"; at first sight (logs it had never seen), right in {seen}"
+        return said + ("" if self.enough else " (too few logs to trust yet)")
+
     def sentence(self) -> str:
         """The figures in words, as a reader sees them on the signature's page."""
-        if not self.cases:
+        if not self.cases and self.echo_cases:
+            said = f"Known as an echo: in {self.echo_cases} real {_logs(self.echo_cases)} it follows another failure"
+        elif not self.cases:
             said = "No real log of this failure is in the corpus yet"
         else:
             said = f"Recognised {self.recognised} of {self.cases} real {_logs(self.cases)}"
@@ -119,6 +137,11 @@ class Measured:
             said += f"; no false alarm in {self.healthy} healthy {_logs(self.healthy)}."
         if self.cases and not self.enough:
             said += f" Fewer than {MIN_CASES} real logs are behind these figures: too few to trust them yet."
+        if self.first_sight_cases:
+            said += (
+                f" On sampled logs it had never seen, it was named first in {self.first_sight_right} of"
+                f" {self.first_sight_cases} before any fingerprint changed for them."
+            )
         return said
 
     def as_dict(self) -> dict[str, int]:
@@ -128,6 +151,9 @@ class Measured:
             "named_wrongly": self.named_wrongly,
             "false_alarms": self.false_alarms,
             "healthy": self.healthy,
+            "echo_cases": self.echo_cases,
+            "first_sight_cases": self.first_sight_cases,
+            "first_sight_right": self.first_sight_right,
         }
 
 
@@ -249,6 +275,13 @@ def _score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: I
     for o in healthy:
         for sig in o.likely:
             measured[sig]["false_alarms"] += 1
+    for o in items:
+        for sig in set(o.collateral):
+            measured[sig]["echo_cases"] += 1
+    for o in failures:
+        if o.first is not None and o.first.known:
+            measured[o.expected]["first_sight_cases"] += 1
+            measured[o.expected]["first_sight_right"] += bool(o.first.ranked) and o.first.ranked[0] in o.accepted
     for sig in known_ids:
         measured[sig]  # every signature gets a row, measured or not
     signatures = {

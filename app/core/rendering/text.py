@@ -15,7 +15,7 @@ from app.core.models import (
     Unexplained,
     UnknownStart,
 )
-from app.core.rendering.verdict import ending_sentence, quiet_heading, verdict
+from app.core.rendering.verdict import ending_sentence, quiet_heading, trust, verdict
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 
@@ -108,6 +108,7 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
             out.append(_upper(ending_sentence(d.ending, several)))
     else:
         out.append(verdict(d))
+        out += [line for line in [trust(d)] if line]
     out += [f"Note: {note}" for note in d.input.reading_notes()]
     main, echoes, earlier = d.groups()
     if echoes and not main:
@@ -221,7 +222,7 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
                 "",
             ]
     else:
-        out += [f"**{verdict(d)}**", ""]
+        out += [f"**{verdict(d)}**", ""] + [f"{line}" for line in [trust(d)] if line] + ([""] if trust(d) else [])
     out += [f"> {note}" for note in d.input.reading_notes()] + ([""] if d.input.reading_notes() else [])
     if echoes and not main:
         out += [

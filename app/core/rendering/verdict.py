@@ -87,3 +87,11 @@ def verdict_sentence(d: Diagnosis) -> str:
     """The verdict without its "Verdict:" label, as a sentence of its own."""
     said = verdict(d).removeprefix("Verdict: ")
     return said[:1].upper() + said[1:]
+
+
+def trust(d: Diagnosis) -> str | None:
+    """How far to trust the verdict's failure: what the corpus measured for its signature (None unmeasured)."""
+    main, _, _ = d.groups()
+    if not main or not main[0].trust:
+        return None
+    return f"How far to trust it: {main[0].trust}."
