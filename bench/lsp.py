@@ -26,7 +26,7 @@ size (MB per MB appended), to compare builds (--tracelore measures another build
 
 --check exits 1 when, over the second half, RSS minus the text grew faster than --max-slope
 MB a minute or RSS grew by more than --max-per-text MB per MB of text (the text is held once:
-1.0). What still grows beyond the text is the scan's checkpoints (app/lsp.py): up to
+1.0). What still grows beyond the text is the scan's checkpoints (app/lsp/server.py): up to
 MAX_CHECKPOINTS copies of the engine's hits, each capped at KEEP_LINES lines a pattern (with
 no checkpoints, RSS beyond the text stays flat): +1.7 MB a minute and 1.44 MB per MB of text
 over the second half of an 8-minute run. Before the server kept the text itself (pygls

@@ -5,7 +5,7 @@
 Appends --block characters of a corpus log (tests/corpus) at the end of a --mb MB document,
 as an editor's incremental change, and reads what the engine is given, on pygls's
 TextDocument (the change, then its `source`, as the server did before) and on LogText
-(app/lsp_text.py). It prints tracemalloc's peak of the bytes allocated during each append (a
+(app/lsp/text.py). It prints tracemalloc's peak of the bytes allocated during each append (a
 count, not a timing) and the ratio: pygls's grows with the document (a tuple of every line,
 a copy of the text), LogText's with the block.
 """
@@ -24,7 +24,7 @@ from lsprotocol import types as lsp  # noqa: E402
 from pygls.workspace import TextDocument  # noqa: E402
 from pygls.workspace.position_codec import PositionCodec  # noqa: E402
 
-from app.lsp_text import LogText  # noqa: E402
+from app.lsp.text import LogText  # noqa: E402
 from bench.loggen import parse_size  # noqa: E402
 
 LOG = ROOT / "tests" / "corpus" / "cases" / "gen-dist-per-rank-index-error" / "rank0.log"

@@ -39,6 +39,8 @@ WEB_ENTRY_POINTS = {
     "app.web.app": {"create_app"},
     "app.web.site": {"build_site", "check_output"},
     "app.web.templating": {"make_templates"},
+    # Sets the metrics directory before the web app (and prometheus_client) is imported.
+    "app.web.metrics_dir": {"metrics_directory"},
 }
 # The core's log reading and scanning: the web reaches it only through app.core.keep (and diagnose()).
 LOG_READING = (
@@ -361,3 +363,21 @@ def test_the_module_size_rule_fires(tmp_path: Path) -> None:
         f"lsp.py has {2 * MAX_MODULE_LINES} lines (at most {MAX_MODULE_LINES})",
         f"web/long.py has {2 * MAX_MODULE_LINES} lines (at most {MAX_MODULE_LINES})",
     ]
+
+
+MAX_TOP_MODULES = 5  # the top of app/ shows the architecture: packages by concern, a few shared modules
+
+
+def top_modules(root: Path) -> list[str]:
+    """The modules at the top of `root` (packages aside)."""
+    return sorted(p.name for p in root.glob("*.py"))
+
+
+def test_the_top_of_app_holds_packages_and_at_most_five_modules() -> None:
+    modules = top_modules(APP)
+    assert len(modules) <= MAX_TOP_MODULES, f"app/ has {len(modules)} top-level modules: {modules}; group them"
+
+
+def test_the_top_modules_rule_fires(tmp_path: Path) -> None:
+    root = _plant(tmp_path, {f"m{i}.py": "x = 1\n" for i in range(MAX_TOP_MODULES + 1)} | {"pkg/a.py": "x = 1\n"})
+    assert len(top_modules(root)) == MAX_TOP_MODULES + 1 and "a.py" not in top_modules(root)

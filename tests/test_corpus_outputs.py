@@ -8,7 +8,7 @@ import re
 from app.core.engine.diagnose import diagnose_many
 from app.core.knowledge.loading import Library
 from app.core.rendering.registry import FORMATS, Links, render_report
-from app.corpus import load_corpus
+from app.evaluation.corpus import load_corpus
 from tests.support import REPO
 
 PLACEHOLDER = re.compile(r"\{[a-z][a-z0-9_]*\}")

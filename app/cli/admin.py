@@ -58,7 +58,7 @@ def db_current() -> None:
 def purge(days: int | None) -> None:
     """Delete stored diagnoses older than the retention time, old quota counters and spent sign-in
     links, now (the service also does it hourly)."""
-    from app.retention import COUNTER_DAYS, purge_once
+    from app.jobs.retention import COUNTER_DAYS, purge_once
     from app.store.db import make_engine, make_sessionmaker
 
     settings = current().settings

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from app.cli.context import current
 from app.cli.options import SIGNATURES
-from app.corpus import CaseSpec, CorpusError, FirstSight, Sampling, add_case
+from app.evaluation.corpus import CaseSpec, CorpusError, FirstSight, Sampling, add_case
 
 if TYPE_CHECKING:
     from app.core.knowledge.loading import Library
@@ -51,7 +51,7 @@ def corpus() -> None:
 
 def _judge(library: Library, expected: str) -> Callable[[Sequence[tuple[str, bytes]]], FirstSight]:
     """What records a new case's first sight: the library as it is now, on the logs as committed."""
-    from app.evaluate import first_sight_of
+    from app.evaluation.evaluate import first_sight_of
 
     today = datetime.now(UTC).date()
     return lambda logs: first_sight_of(logs, library, expected=expected, today=today)
@@ -147,7 +147,7 @@ def corpus_import(staged: Path, root: Path, signatures: Path | None) -> None:
     in the corpus already is left out and named. Nothing is written for a folder whose
     `case.yaml` is invalid; the others are added (exit 1 names what was not).
     """
-    from app.corpus import case_logs, read_spec
+    from app.evaluation.corpus import case_logs, read_spec
 
     library = current().library(signatures)
     problems: list[str] = []
@@ -209,8 +209,8 @@ def eval_command(
     The thresholds hold the whole corpus: with --only they are not applied.
     """
     from app.core.knowledge.loading import MEASURED_FILE, TAXONOMY_FILE
-    from app.corpus import load_corpus, load_thresholds
-    from app.evaluate import (
+    from app.evaluation.corpus import load_corpus, load_thresholds
+    from app.evaluation.evaluate import (
         evaluate,
         read_baseline,
         render_changes,

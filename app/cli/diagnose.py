@@ -59,7 +59,7 @@ def _remote(
     top: int | None,
     max_wait: float,
 ) -> StoredDiagnosis:
-    from app.remote import fetch_spec, human_size, padded_log, post_excerpt, post_log
+    from app.client.remote import fetch_spec, human_size, padded_log, post_excerpt, post_log
 
     options: dict[str, Any] = {
         "api_key": api_key,
@@ -117,7 +117,7 @@ def _remote_job(
     Each file's evidence is sent as a log of the same length with the other lines left blank,
     so line numbers stay those of the file (blank lines cost next to nothing once gzipped).
     """
-    from app.remote import human_size, padded_log, post_logs
+    from app.client.remote import human_size, padded_log, post_logs
 
     sent: list[tuple[str, bytes]] = []
     with open_logs(logs) as opened, progress_line() as shown:
@@ -208,7 +208,7 @@ def diagnose(
     permalink = None
     try:
         if server:
-            from app.remote import RemoteError
+            from app.client.remote import RemoteError
 
             try:
                 remote = _remote(

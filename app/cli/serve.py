@@ -31,8 +31,8 @@ def serve(
     host: str | None, port: int | None, workers: int | None, database_url: str | None, local: bool | None
 ) -> None:
     """Migrate the database, then serve the web app and API."""
-    from app.metrics_dir import metrics_directory
     from app.store.migrate import upgrade
+    from app.web.metrics_dir import metrics_directory
 
     # Workers build their own Settings from the environment (uvicorn factory mode): flags go there first.
     state = current()

@@ -92,7 +92,7 @@ def draft(key: str, sig_id: str | None, out: Path | None) -> None:
 @SIGNATURES
 def resolve(signatures: Path | None) -> None:
     """Mark the clusters the current library recognises (the service does this every TRACELORE_LEARN_EVERY)."""
-    from app.learning import resolve_clusters
+    from app.jobs.learning import resolve_clusters
     from app.store.accounts import utcnow
 
     library = current().library(signatures)

@@ -1,6 +1,6 @@
 """`tracelore watch`: diagnose logs while the job writes them.
 
-Registered on the `tracelore` group by app/cli/__init__.py. The file following is app/watch.py, the
+Registered on the `tracelore` group by app/cli/__init__.py. The file following is app/watch/follow.py, the
 engine app/core/engine/live.py; this module runs the loop: read what was appended, diagnose when
 something arrived, report when the causal picture changes, end on --exit-on, --idle-timeout,
 the end of standard input or a signal.
@@ -19,14 +19,14 @@ from pathlib import Path
 
 import click
 
+from app.cli.heap import fix_mmap_threshold
 from app.cli.options import SIGNATURES
 from app.cli.watch_reports import Notifier, Permalinks
 from app.cli.watch_sources import Files, Stdin
 from app.core.engine.live import LiveJob
 from app.core.models import Diagnosis
 from app.core.rendering.text import render_text
-from app.heap import fix_mmap_threshold
-from app.watch import Follower
+from app.watch.follow import Follower
 
 # Diagnose at most this often while lines pour in: ranking a job of many files costs tens of
 # milliseconds a time; reports still come well within 2 s of their line.
@@ -131,7 +131,7 @@ def watch_command(
     """
     from app.cli.context import library as _library
 
-    fix_mmap_threshold()  # before the first block is read: see app/heap.py
+    fix_mmap_threshold()  # before the first block is read: see app/cli/heap.py
     if "-" in paths and len(paths) > 1:
         raise click.UsageError("standard input (-) is watched alone: pass either - or paths")
     follower_files, follower_dirs = [], []
@@ -307,12 +307,12 @@ def lsp_command(base_url: str | None, signatures: Path | None) -> None:
     from app.cli.context import library as _library
 
     try:
-        from app.lsp import make_server
+        from app.lsp.server import make_server
     except ImportError as exc:
         click.echo(
             f"tracelore lsp needs the language server packages ({exc.name} is missing): pip install 'tracelore[lsp]'",
             err=True,
         )
         sys.exit(2)
-    fix_mmap_threshold()  # documents are fed for as long as the editor runs: see app/heap.py
+    fix_mmap_threshold()  # documents are fed for as long as the editor runs: see app/cli/heap.py
     make_server(_library(signatures), base_url=base_url or "").start_io()

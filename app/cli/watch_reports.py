@@ -94,7 +94,7 @@ class Permalinks:
         self.started.append(time.monotonic())
 
     def _post(self, excerpt: list[tuple[int, str]], total_lines: int, total_bytes: int, name: str) -> None:
-        from app.remote import RemoteError, post_excerpt
+        from app.client.remote import RemoteError, post_excerpt
 
         assert self.server is not None
         try:

@@ -12,7 +12,7 @@ import click
 
 from app.core.engine.live import LiveJob
 from app.core.engine.reader import BLOCK
-from app.watch import Follower, Waiter
+from app.watch.follow import Follower, Waiter
 
 
 class Stdin:

@@ -15,7 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.config import Settings
 from app.errors import TraceloreError
-from app.learning import Summary, summarise
+from app.jobs.learning import Summary, summarise
 from app.store import accounts as store
 from app.store.learning import EntryStats, all_entry_stats, clusters
 from app.web.accounts import SignInFirst

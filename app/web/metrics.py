@@ -1,7 +1,7 @@
 """Prometheus metrics through `prometheus-client`, summed over every worker process of a server.
 
 `tracelore serve` points PROMETHEUS_MULTIPROC_DIR at a clean directory before any worker
-starts (`app/metrics_dir.py`); each process then keeps its values in memory-mapped files
+starts (`app/web/metrics_dir.py`); each process then keeps its values in memory-mapped files
 there, and a scrape of any worker reads them all, so counters, the histogram and the
 in-flight gauge are the whole server's. Without that variable (an app embedded in a test or
 another server) each `Metrics` keeps its values in its own registry, in memory.
@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from app.metrics_dir import MULTIPROC_ENV
+from app.web.metrics_dir import MULTIPROC_ENV
 
 # Diagnosis latency buckets, in seconds.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

@@ -102,7 +102,7 @@ def cluster_wide(app: FastAPI) -> bool:
 
 
 def _learn(app: FastAPI) -> None:
-    from app.learning import summarise
+    from app.jobs.learning import summarise
 
     summary = summarise(
         app.state.sessionmaker,
@@ -133,7 +133,7 @@ def job_queue(app: FastAPI) -> procrastinate.App:
     """The Procrastinate app of a server process: the service's jobs, on the app's PostgreSQL database."""
     import procrastinate
 
-    from app.retention import purge_once
+    from app.jobs.retention import purge_once
 
     settings = app.state.settings
     queue = procrastinate.App(
@@ -210,7 +210,7 @@ async def run_cluster_jobs(app: FastAPI) -> None:
 
 async def start(tasks: TaskGroup, app: FastAPI) -> None:
     """Start the app's background work in `tasks`: the cluster's jobs on PostgreSQL, loops on SQLite."""
-    from app.retention import purge_logged
+    from app.jobs.retention import purge_logged
     from app.web import learning, retention
 
     if cluster_wide(app):

@@ -14,13 +14,13 @@ from app.config import Settings
 from app.core.redaction.redactor import secret_types
 from app.core.stored import StoredDiagnosis
 from app.errors import NotFound, TraceloreError
-from app.retention import purge_logged
+from app.jobs.retention import purge_logged
 from app.store.diagnoses import delete_diagnosis, may_delete
 from app.web.deps import SessionDep, SettingsDep, SubjectDep
 from app.web.periodic import Sleep, repeat
 from app.web.problems import PROBLEM_JSON
 
-PURGE_EVERY = 3600.0  # seconds between purges (`app.retention`) while the service runs
+PURGE_EVERY = 3600.0  # seconds between purges (`app.jobs.retention`) while the service runs
 TOKEN_HEADER = "X-Delete-Token"
 COOKIE_PREFIX = "tl_delete_"
 

@@ -11,7 +11,7 @@ from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
 from app.core.rendering.text import render_markdown, render_text
 from app.core.rendering.verdict import quiet_heading, verdict
-from app.corpus import load_case
+from app.evaluation.corpus import load_case
 
 CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
 PROGRESS = b"".join(b"step %d loss 2.%02d lr 1e-4\n" % (i, 50 - i) for i in range(1, 11))

@@ -11,7 +11,7 @@ from app.core.engine.versions import same_version, satisfies, spec_problem
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis, EnvFact
 from app.core.selection.excerpt import Excerpt, diagnose_excerpt
-from app.corpus import load_case
+from app.evaluation.corpus import load_case
 
 CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
 

@@ -14,8 +14,8 @@ from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
 from app.core.rendering.ci import render_github, render_junit, render_sarif
 from app.core.rendering.text import render_markdown, render_text
-from app.corpus import load_case
-from app.evaluate import rank_files
+from app.evaluation.corpus import load_case
+from app.evaluation.evaluate import rank_files
 
 CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
 

@@ -12,8 +12,8 @@ import pytest
 from app.core.engine.diagnose import diagnose_many, scan_sources
 from app.core.engine.job import file_rank, rank_from_name
 from app.core.knowledge.loading import Library
-from app.corpus import Case, load_case
-from app.evaluate import UNRANKED_FILE, rank_files, shuffled_orders
+from app.evaluation.corpus import Case, load_case
+from app.evaluation.evaluate import UNRANKED_FILE, rank_files, shuffled_orders
 
 CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
 # The corpus's jobs logged one file per rank (torchrun --log-dir, two-node launches).

@@ -12,7 +12,7 @@ from app.core.engine.diagnose import diagnose, diagnose_many
 from app.core.engine.re2calls import find
 from app.core.knowledge.loading import Library, load_library
 from app.core.knowledge.screen import SCREEN_BYTES, SCREEN_TOTAL, PatternSet
-from app.corpus import load_corpus
+from app.evaluation.corpus import load_corpus
 from tests.support import REPO, SIGNATURES
 
 TWO_LINES = b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"

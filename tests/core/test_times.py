@@ -15,8 +15,8 @@ from app.core.engine.times import Yearless, span, year_resolver
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
 from app.core.rendering.text import render_markdown, render_text
-from app.corpus import load_corpus
 from app.errors import TraceloreError
+from app.evaluation.corpus import load_corpus
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 CASES = CORPUS / "cases"

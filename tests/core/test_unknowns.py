@@ -14,7 +14,7 @@ from app.core.engine.diagnose import diagnose_many
 from app.core.knowledge.lint import lint
 from app.core.knowledge.loading import Library, load_library
 from app.core.knowledge.unknowns import draft_signature, fingerprint, template, unknown_lines
-from app.corpus import load_corpus
+from app.evaluation.corpus import load_corpus
 from tests.support import library_without
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"

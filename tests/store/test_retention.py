@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.jobs.retention import COUNTER_DAYS, purge_once
 from app.quota import counters
-from app.retention import COUNTER_DAYS, purge_once
 from app.store import accounts
 from app.store.db import make_engine, make_sessionmaker
 from app.store.tables import LoginTokenRow

@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.engine.diagnose import diagnose
 from app.core.knowledge.loading import Library, load_library
 from app.core.stored import StoredDiagnosis
-from app.learning import summarise
-from app.retention import purge_once
+from app.jobs.learning import summarise
+from app.jobs.retention import purge_once
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import delete_diagnosis, save_diagnosis
 from app.store.learning import all_entry_stats, clusters
@@ -129,7 +129,7 @@ def test_a_summary_killed_half_way_is_finished_by_the_next(url: str, engine: Eng
     script = (
         "import sys, datetime, pathlib\n"
         "from app.core.knowledge.loading import load_library\n"
-        "from app.learning import summarise\n"
+        "from app.jobs.learning import summarise\n"
         "from app.store.db import make_engine, make_sessionmaker\n"
         "lib = load_library(pathlib.Path(sys.argv[2]))\n"
         "print('go', flush=True)\n"

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from app import watch as watch_module
 from app.core.engine import scanner as scanner_module
 from app.core.engine.live import HEAD_KEEP, TAIL_KEEP, LiveJob, LiveScan
 from app.core.engine.reader import MAX_CARRY
 from app.core.engine.scanner import KEEP_ERRORS, KEEP_FIRST, PROGRESS_TAIL, UNSETTLED_CHUNKS
 from app.core.knowledge.loading import Library
-from app.watch import KEEP_ROTATED, Follower
+from app.watch import follow as watch_module
+from app.watch.follow import KEEP_ROTATED, Follower
 from bench.loggen import _noise, failure_cascade
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,7 +101,7 @@ def test_a_long_rotating_job_keeps_every_structure_under_its_cap(
 _HEAP_PROBE = textwrap.dedent(
     """
     import ctypes, sys
-    from app.heap import fix_mmap_threshold
+    from app.cli.heap import fix_mmap_threshold
 
     class Info(ctypes.Structure):
         _fields_ = [(n, ctypes.c_size_t) for n in (
@@ -143,7 +143,7 @@ def test_after_the_threshold_is_fixed_large_blocks_are_mapped_whatever_was_freed
 def test_a_threshold_the_user_set_is_left_alone() -> None:
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "262144"}
     out = subprocess.run(
-        [sys.executable, "-c", "from app.heap import fix_mmap_threshold; print(fix_mmap_threshold())"],
+        [sys.executable, "-c", "from app.cli.heap import fix_mmap_threshold; print(fix_mmap_threshold())"],
         cwd=ROOT,
         env=env,
         capture_output=True,

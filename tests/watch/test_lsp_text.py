@@ -11,7 +11,7 @@ from lsprotocol import types as lsp
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
-from app.lsp_text import LogText
+from app.lsp.text import LogText
 
 CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
 TQDM = (CASES / "gen-ckpt-healthy-resume-tqdm" / "log.txt").read_text(encoding="utf-8")  # "\r" progress lines

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from app.cli import main
 from app.core.knowledge.loading import Library, load_library
-from app.learning import resolve_clusters
+from app.jobs.learning import resolve_clusters
 from app.store import accounts
 from app.store.learning import clusters
 from app.store.tables import DiagnosisRow, UnknownLineRow

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from app.metrics_dir import MULTIPROC_ENV, metrics_directory
+from app.web.metrics_dir import MULTIPROC_ENV, metrics_directory
 from tests.support import METRICS_AUTH, METRICS_TOKEN, SAMPLES, free_port, start_serve, stop_serve, wait_until_ready
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()

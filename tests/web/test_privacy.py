@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from app.core.knowledge.loading import Library
 from app.core.stored import StoredDiagnosis
-from app.retention import purge_once
+from app.jobs.retention import purge_once
 from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import count_diagnoses, save_diagnosis
 from app.web.retention import purge_periodically

@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli import main
+from app.client.remote import padded_log, retry_after_seconds
 from app.core.engine.diagnose import diagnose
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
-from app.remote import padded_log, retry_after_seconds
 from tests.support import SAMPLES, LiveServer, live_server, make_settings
 
 PROGRESS = b"".join(b"step %d loss 1.%03d lr 0.0001 tokens/s 41234\n" % (i, i % 1000) for i in range(30_000))

@@ -1,7 +1,7 @@
 """How good the library is on labelled logs: the figures `tracelore eval` reports.
 
 Pure: it takes what each case expected and what the diagnosis answered, and counts.
-Reading the corpus and running `diagnose()` is the caller's business (app/evaluate.py).
+Reading the corpus and running `diagnose()` is the caller's business (app/evaluation/evaluate.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 # Appended text collects in a growing buffer until it holds this much, then becomes a chunk:
-# chunks this large are mapped by malloc one by one (app/heap.py holds its mmap threshold at
+# chunks this large are mapped by malloc one by one (app/cli/heap.py holds its mmap threshold at
 # 128 KiB), not carved from the heap between short-lived blocks, so they leave no holes there.
 CHUNK = 256 << 10
 # Editors may send lone surrogates (JSON escapes them); they are kept as they came.

@@ -1,7 +1,7 @@
 """Remote mode of `tracelore diagnose`: send a log (or its evidence) to a Tracelore server.
 
 Only the standard library: the CLI needs no HTTP client dependency. Each request is one
-bounded exchange (`app.remote_http`): no redirect is followed, the answer is read up to a cap,
+bounded exchange (`app.client.http`): no redirect is followed, the answer is read up to a cap,
 all within one deadline, and whatever the server says is neutralised before it is shown.
 A 429 or 503 with Retry-After is waited out when the wait is short, and reported
 clearly when it is not.
@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app import __version__
+from app.client.http import Answer, AnswerTooLarge, DeadlinePassed, exchange, neutral
 from app.core.stored import StoredDiagnosis
-from app.remote_http import Answer, AnswerTooLarge, DeadlinePassed, exchange, neutral
 
 TIMEOUT = 120  # seconds for one request, answer and all: the server diagnoses before it answers
 

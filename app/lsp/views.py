@@ -7,7 +7,7 @@ from collections.abc import Callable
 from lsprotocol import types as lsp
 
 from app.core.models import Candidate, Diagnosis
-from app.lsp_docs import line_range
+from app.lsp.docs import line_range
 
 SOURCE = "tracelore"
 

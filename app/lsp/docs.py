@@ -17,7 +17,7 @@ from pygls.protocol.language_server import lsp_method
 
 from app.core.engine.live import LiveScan
 from app.core.knowledge.loading import Library
-from app.lsp_text import LogText
+from app.lsp.text import LogText
 
 # A copy of a document's scan is kept every CHECKPOINT_BYTES bytes of its text (UTF-8), so an
 # edit among the scanned lines scans again only from the last copy above it. At most

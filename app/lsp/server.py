@@ -3,7 +3,7 @@
 Each open log is scanned as it is typed or appended to (`app.core.engine.live`): a change below
 the scanned lines feeds only the new lines; an edit among them scans again from the last
 checkpoint above it (a copy of the scan kept every 256 KiB of text). The server keeps each
-document's text itself, as UTF-8 chunks an append adds to (`app.lsp_text`), not pygls.
+document's text itself, as UTF-8 chunks an append adds to (`app.lsp.text`), not pygls.
 An open document is a job of its own until `tracelore.diagnoseJob` groups documents (one
 file per rank) into one job. For the job it publishes:
 
@@ -27,9 +27,9 @@ from app import __version__
 from app.core.engine.live import LiveJob, LiveScan
 from app.core.knowledge.loading import Library
 from app.core.models import Candidate, Diagnosis
-from app.lsp_docs import CHECKPOINT_BYTES, Doc, TextProtocol, doc_name
-from app.lsp_text import LogText
-from app.lsp_views import diagnostics_for, explain, rank_symbols
+from app.lsp.docs import CHECKPOINT_BYTES, Doc, TextProtocol, doc_name
+from app.lsp.text import LogText
+from app.lsp.views import diagnostics_for, explain, rank_symbols
 
 STATUS = "tracelore/status"
 SETTLE = 0.05  # seconds without a change before the scan catches up with the text

@@ -1,0 +1,1 @@
+"""Remote mode: the CLI as a client of a Tracelore service."""

@@ -1,0 +1,1 @@
+"""The corpus of real logs and `tracelore eval`, which measures the library on it."""

@@ -1,0 +1,1 @@
+"""The language server (`tracelore lsp`): diagnoses an open log as the editor changes it."""

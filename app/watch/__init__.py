@@ -1,0 +1,1 @@
+"""Following growing logs for `tracelore watch`."""
