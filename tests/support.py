@@ -23,6 +23,7 @@ from sqlalchemy import text
 from app.config import Settings
 from app.core.knowledge.loading import Library
 from app.web.app import create_app
+from app.web.state import state_of
 
 REPO = Path(__file__).resolve().parents[1]
 SIGNATURES = REPO / "signatures"
@@ -43,7 +44,7 @@ class LiveServer:
 
     def count(self) -> int:
         """Rows in the diagnoses table."""
-        with self.app.state.engine.connect() as conn:
+        with state_of(self.app).engine.connect() as conn:
             return int(conn.execute(text("SELECT count(*) FROM diagnoses")).scalar_one())
 
     @property

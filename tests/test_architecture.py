@@ -41,6 +41,7 @@ WEB_ENTRY_POINTS = {
     "app.web.templating": {"make_templates"},
     # Sets the metrics directory before the web app (and prometheus_client) is imported.
     "app.web.metrics_dir": {"metrics_directory"},
+    "app.web.state": {"state_of"},  # the served app's library and engine, typed
 }
 # The core's log reading and scanning: the web reaches it only through app.core.keep (and diagnose()).
 LOG_READING = (

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.config import Settings, Threads, thread_policy, usable_cores
+from app.web.state import state_of
 
 
 def test_variables_are_read_and_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,7 +69,7 @@ def test_the_service_takes_its_threads_from_the_policy(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, cache_dir=None, diagnosis_threads=2, scan_threads=3, max_in_flight=4)
     app = create_app(settings)
     try:
-        assert app.state.threads == Threads(diagnoses=2, scan=3)
-        assert app.state.gate.threads == 2
+        assert state_of(app).threads == Threads(diagnoses=2, scan=3)
+        assert state_of(app).gate.threads == 2
     finally:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()

@@ -12,6 +12,7 @@ from app import __version__
 from app.cli.context import current, safe_url
 from app.cli.options import SIGNATURES
 from app.errors import LibraryError, TraceloreError
+from app.web.state import state_of
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -86,7 +87,7 @@ def _serve(settings: Settings, url: str) -> None:
     except LibraryError as exc:
         raise click.ClickException(f"the signature library is broken:\n{exc.detail}") from exc
     shown = "localhost" if settings.host in ("0.0.0.0", "::") else settings.host
-    click.echo(f"Tracelore {__version__}: database {safe_url(url)}, {len(app.state.library)} signatures")
+    click.echo(f"Tracelore {__version__}: database {safe_url(url)}, {len(state_of(app).library)} signatures")
     click.echo(f"Tracelore is serving on http://{shown}:{settings.port}/ (Ctrl+C to stop)")
     if settings.local:
         click.echo("Local mode: requests from this machine have no daily allowance and need no sign-in")
@@ -99,7 +100,7 @@ def _serve(settings: Settings, url: str) -> None:
         timeout_graceful_shutdown=30,
     )
     if settings.workers > 1:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()
         run("app.web.app:create_app", factory=True, workers=settings.workers)
     else:
         run(app)

@@ -44,6 +44,7 @@ from app.web.identity import (
     signing_keys,
 )
 from app.web.quota import tiers, usage_now
+from app.web.state import state_of
 
 log = logging.getLogger("tracelore")
 
@@ -88,7 +89,9 @@ class CsrfCookieMiddleware:
 
 
 def _page(request: Request, template: str, context: dict[str, Any], *, status: int = 200) -> Response:
-    response: Response = request.app.state.templates.TemplateResponse(request, template, context, status_code=status)
+    response: Response = state_of(request.app).templates.TemplateResponse(
+        request, template, context, status_code=status
+    )
     response.headers["Cache-Control"] = "no-store"
     return response
 
@@ -154,7 +157,7 @@ def _account(
     usage = usage_now(request, sessions, subject)
     with sessions.begin() as session:
         keys = store.list_api_keys(session, account.id)
-        made = list_made_by(session, subject.id, not_before=not_before(request.app.state.settings))
+        made = list_made_by(session, subject.id, not_before=not_before(state_of(request.app).settings))
     context = {
         "account": account,
         "usage": usage,

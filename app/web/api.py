@@ -26,6 +26,7 @@ from app.web.problems import PROBLEM_JSON
 from app.web.schemas import SignatureEntry, SignatureSummary, Status
 from app.web.service import run_keep
 from app.web.sessions import engine_of, sessions_of
+from app.web.state import state_of
 from app.web.upload import read_upload
 
 router = APIRouter()
@@ -86,7 +87,7 @@ def diagnosis_url(request: Request, route: str, diagnosis_id: str) -> str:
 
     url_for tries every route of the app in turn; the path of a diagnosis route never changes.
     """
-    path: str = request.app.state.diagnosis_paths[route]
+    path: str = state_of(request.app).diagnosis_paths[route]
     return absolute_url(request, path.replace(DIAGNOSIS_ID, diagnosis_id))
 
 
@@ -145,7 +146,7 @@ async def diagnose_request(
     The row and the count are written in the worker thread that diagnosed, right after it: one
     hop off the event loop for the whole walk once the log is read.
     """
-    gate = request.app.state.gate
+    gate = state_of(request.app).gate
     gate.check()  # refuse before reading a body we could not serve
     admitted = await quota.admit(request, sessions, subject)  # a spent allowance is refused before the body is read
     upload = await read_upload(request, limit=admitted.tier.max_log_bytes)
@@ -166,8 +167,8 @@ async def diagnose_request(
             keep_log=settings.store_log and keeping,  # a log not stored is not kept whole either
             metrics=metrics,
             excerpt=upload.excerpt,
-            redactor=request.app.state.redactor,
-            scan_threads=request.app.state.threads.scan,
+            redactor=state_of(request.app).redactor,
+            scan_threads=state_of(request.app).threads.scan,
             then=count,
         )
     except BaseException as exc:
@@ -218,7 +219,7 @@ async def create_diagnosis(
     """Diagnose a log; with `store` (the default) keep it and return its permalink."""
     # The app's settings, library, metrics and sessions read here, not as dependencies: FastAPI
     # solving one costs more than the lookup it wraps, and this is the route that is called most.
-    state = request.app.state
+    state = state_of(request.app)
     settings: Settings = state.settings
     record, usage = await diagnose_request(
         request,
@@ -332,7 +333,7 @@ async def healthz() -> Status:
 def readyz(request: Request, library: LibraryDep) -> Status:
     """The database answers and the library is loaded."""
     try:
-        with request.app.state.engine.connect() as conn:
+        with state_of(request.app).engine.connect() as conn:
             conn.execute(text("SELECT 1"))
     except Exception as exc:  # any driver error means "not ready", never a 500
         raise NotReady(f"the database is not reachable ({type(exc).__name__})", headers={"Retry-After": "5"}) from None

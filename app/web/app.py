@@ -34,6 +34,7 @@ from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
 from app.web.security import SecurityHeadersMiddleware
 from app.web.service import Gate
+from app.web.state import AppState, state_of
 from app.web.templating import make_templates
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -59,9 +60,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         # A diagnosis whose request was cancelled still runs in its worker thread and then stores
         # its row: closing the store under it would strand that connection in a discarded pool.
         with anyio.move_on_after(SHUTDOWN_DRAIN_SECONDS):
-            await app.state.gate.drained()
+            await state_of(app).gate.drained()
     finally:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()
         gc.unfreeze()
 
 
@@ -105,26 +106,31 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
         redoc_url=None,
         dependencies=[Depends(check_form_origin)],  # every form, present and future, is checked alike
     )
-    app.state.settings = settings
-    app.state.engine = make_engine(settings.effective_database_url)
-    app.state.sessionmaker = make_sessionmaker(app.state.engine)
-    app.state.library = library or load_library(settings.signatures_dir, cache=settings.cache_dir)
-    app.state.library.patterns.get()  # the Set of every pattern built now, not in some request
-    app.state.metrics = Metrics()
-    app.state.threads = thread_policy(settings)
-    app.state.gate = Gate(
-        settings.max_in_flight, settings.retry_after, wait=settings.queue_seconds, threads=app.state.threads.diagnoses
+    engine = make_engine(settings.effective_database_url)
+    library = library or load_library(settings.signatures_dir, cache=settings.cache_dir)
+    library.patterns.get()  # the Set of every pattern built now, not in some request
+    threads = thread_policy(settings)
+    redactor = Redactor(network=settings.redact_network)
+    install_access_log_filter(redactor)
+    templates = make_templates()
+    templates.env.globals["csrf_token"] = csrf_token
+    templates.env.globals["samples"] = pages.SAMPLES  # the encyclopedia's paste box offers them too
+    state = AppState(
+        settings=settings,
+        engine=engine,
+        sessionmaker=make_sessionmaker(engine),
+        library=library,
+        metrics=Metrics(),
+        threads=threads,
+        gate=Gate(settings.max_in_flight, settings.retry_after, wait=settings.queue_seconds, threads=threads.diagnoses),
+        redactor=redactor,
+        templates=templates,
+        encyclopedia=encyclopedia.Encyclopedia(library, templates.env),
+        tiers=tier_table(settings),
+        prefilter=prefilter.published_rules(library, settings),
+        clock=utcnow,
     )
-    app.state.redactor = Redactor(network=settings.redact_network)
-    install_access_log_filter(app.state.redactor)
-    app.state.templates = make_templates()
-    app.state.templates.env.globals["csrf_token"] = csrf_token
-    app.state.templates.env.globals["samples"] = pages.SAMPLES  # the encyclopedia's paste box offers them too
-    app.state.clock = utcnow  # tests put another clock here to move between UTC days
-    app.state.encyclopedia = encyclopedia.Encyclopedia(app.state.library, app.state.templates.env)
-    app.state.seen = {}  # entry statistics, replaced whole by the periodic summary (app.web.learning)
-    app.state.tiers = tier_table(settings)
-    app.state.prefilter = prefilter.published_rules(app.state.library, settings)
+    app.state.tracelore = state
     install_problem_handlers(app)
     # Before api.router: its /signatures/{signature_id} would take "prefilter.json".
     app.include_router(prefilter.router, prefix="/api/v1", tags=["signatures"])
@@ -141,10 +147,10 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _add_docs(app)
     openapi.install(app)
-    app.state.diagnosis_paths = api.diagnosis_paths(app)
+    state.diagnosis_paths = api.diagnosis_paths(app)
     app.add_middleware(CompressionMiddleware)
     app.add_middleware(accounts.CsrfCookieMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)
-    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     app.add_middleware(BodyDeadlineMiddleware, seconds=settings.body_seconds)
     return app

@@ -20,23 +20,24 @@ from app.web.identity import needs_database, resolve_subject
 from app.web.metrics import Metrics
 from app.web.sessions import Sessions as Sessions  # re-exported: routes import it from here
 from app.web.sessions import sessions_of
+from app.web.state import state_of
 
 
 async def get_settings(request: Request) -> Settings:
     """The app's settings."""
-    settings: Settings = request.app.state.settings
+    settings: Settings = state_of(request.app).settings
     return settings
 
 
 async def get_library(request: Request) -> Library:
     """The signature library, loaded once per process."""
-    library: Library = request.app.state.library
+    library: Library = state_of(request.app).library
     return library
 
 
 async def get_metrics(request: Request) -> Metrics:
     """The app's metrics registry."""
-    metrics: Metrics = request.app.state.metrics
+    metrics: Metrics = state_of(request.app).metrics
     return metrics
 
 

@@ -1,7 +1,7 @@
 """The failure encyclopedia: /failures/, /failures/{id}, /tags/{tag}, /search, sitemap.xml, robots.txt.
 
 Pages come from the app's loaded library and are rendered once per app (an `Encyclopedia` on
-`app.state`); serving them touches no database.
+the app's state); serving them touches no database.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from app.web.deps import SettingsDep
 from app.web.learning import seen
 from app.web.search import MAX_QUERY, Results, SearchIndex, search
 from app.web.site import Links, Site, robots
+from app.web.state import state_of
 
 router = APIRouter()
 
@@ -76,7 +77,7 @@ class Encyclopedia:
 
 def get_encyclopedia(request: Request) -> Encyclopedia:
     """The app's encyclopedia."""
-    encyclopedia: Encyclopedia = request.app.state.encyclopedia
+    encyclopedia: Encyclopedia = state_of(request.app).encyclopedia
     return encyclopedia
 
 

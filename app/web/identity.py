@@ -24,7 +24,7 @@ import functools
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,8 +37,9 @@ from starlette.datastructures import URL
 from app.config import Settings, is_loopback
 from app.errors import BadInput, Forbidden, NotReady, Unauthorized
 from app.quota.tiers import LOCAL
-from app.store.accounts import Account, ApiKey, key_account, server_secret, session_account, utcnow
+from app.store.accounts import Account, ApiKey, key_account, server_secret, session_account
 from app.web.sessions import Sessions, sessions_of
+from app.web.state import state_of
 
 SESSION_COOKIE = "tracelore_session"
 CSRF_COOKIE = "tracelore_csrf"
@@ -56,15 +57,14 @@ class Subject:
 
 
 def clock(request: Request) -> datetime:
-    """Now, from the app's clock (tests replace app.state.clock to move days)."""
-    now: Callable[[], datetime] = getattr(request.app.state, "clock", utcnow)
-    return now()
+    """Now, from the app's clock (tests replace `state_of(app).clock` to move days)."""
+    return state_of(request.app).clock()
 
 
 def secret(request: Request) -> bytes:
     """The key that signs cookies and hashes addresses: the setting, or one kept in the database."""
-    state = request.app.state
-    cached: bytes | None = getattr(state, "secret", None)
+    state = state_of(request.app)
+    cached = state.secret
     if cached is None:
         settings: Settings = state.settings
         if settings.secret_key:
@@ -83,7 +83,7 @@ def secret(request: Request) -> bytes:
 
 def signing_keys(request: Request) -> list[bytes]:
     """Every key a signature may carry, oldest first: itsdangerous signs with the last and tries them all."""
-    settings: Settings = request.app.state.settings
+    settings: Settings = state_of(request.app).settings
     return [*(key.encode() for key in reversed(settings.previous_secret_keys)), secret(request)]
 
 
@@ -125,7 +125,7 @@ def session_token(request: Request) -> str | None:
     cookie = request.cookies.get(SESSION_COOKIE)
     if not cookie or len(cookie) > 512:
         return None
-    settings: Settings = request.app.state.settings
+    settings: Settings = state_of(request.app).settings
     try:
         token = session_signer(signing_keys(request)).unsign(cookie, max_age=settings.session_days * 86400)
     except BadSignature:  # forged, signed with a retired key, expired, or of the earlier format
@@ -149,9 +149,7 @@ def _bearer(request: Request) -> str | None:
 def needs_database(request: Request) -> bool:
     """Whether resolve_subject may query the database: an API key, a session cookie or no secret yet."""
     return (
-        "authorization" in request.headers
-        or SESSION_COOKIE in request.cookies
-        or getattr(request.app.state, "secret", None) is None
+        "authorization" in request.headers or SESSION_COOKIE in request.cookies or state_of(request.app).secret is None
     )
 
 
@@ -190,7 +188,7 @@ FORWARDING = ("forwarded", "x-forwarded-for", "x-real-ip")
 def from_this_machine(request: Request, host: str) -> bool:
     """Whether a local-mode server should treat the caller as its owner: the TCP peer is this
     machine and nothing says the request was forwarded for someone else."""
-    settings: Settings = request.app.state.settings
+    settings: Settings = state_of(request.app).settings
     return settings.local and is_loopback(host) and not any(h in request.headers for h in FORWARDING)
 
 

@@ -22,6 +22,7 @@ from app.web.accounts import SignInFirst
 from app.web.deps import Sessions, SessionsDep
 from app.web.identity import clock, session_token
 from app.web.periodic import Sleep, repeat
+from app.web.state import state_of
 
 log = logging.getLogger("tracelore")
 
@@ -32,16 +33,17 @@ ADMIN_DAYS = 30  # the admin page lists clusters seen in this many days
 def learn_logged(app: FastAPI) -> Summary | None:
     """Recompute the entry statistics and resolve clusters, logging instead of raising.
 
-    The summaries an entry page shows are then held by the app (`app.state.seen`, replaced
+    The summaries an entry page shows are then held by the app (`state_of(app).seen`, replaced
     whole), so a page view reads no database.
     """
-    settings: Settings = app.state.settings
+    state = state_of(app)
+    settings = state.settings
     try:
         summary = summarise(
-            app.state.sessionmaker, app.state.library, now=datetime.now(UTC), window_days=settings.stats_window_days
+            state.sessionmaker, state.library, now=datetime.now(UTC), window_days=settings.stats_window_days
         )
-        with app.state.sessionmaker.begin() as session:
-            app.state.seen = all_entry_stats(session, min_count=settings.stats_min_count)
+        with state.sessionmaker.begin() as session:
+            state.seen = all_entry_stats(session, min_count=settings.stats_min_count)
     except SQLAlchemyError as exc:
         log.warning("could not summarise stored diagnoses (is the database migrated?): %s", exc)
         return None
@@ -52,7 +54,7 @@ def learn_logged(app: FastAPI) -> Summary | None:
 
 async def learn_periodically(app: FastAPI, *, sleep: Sleep = anyio.sleep) -> None:
     """Summarise at start-up, then every `learn_every` seconds until cancelled."""
-    settings: Settings = app.state.settings
+    settings: Settings = state_of(app).settings
     await repeat(
         functools.partial(learn_logged, app), every=settings.learn_every, what="the learning summary", sleep=sleep
     )
@@ -60,8 +62,7 @@ async def learn_periodically(app: FastAPI, *, sleep: Sleep = anyio.sleep) -> Non
 
 def seen(request: Request, signature_id: str) -> EntryStats | None:
     """What the service has seen of an entry, from the last summary; None below the minimum or before one."""
-    summaries: dict[str, EntryStats] = getattr(request.app.state, "seen", {})
-    return summaries.get(signature_id)
+    return state_of(request.app).seen.get(signature_id)
 
 
 class _AdminsOnly(TraceloreError):
@@ -85,7 +86,7 @@ def _admin_page(request: Request, sessions: Sessions) -> Response:
             raise _AdminsOnly()
         since = clock(request) - timedelta(days=ADMIN_DAYS)
         found = clusters(session, since=since, include_resolved=True)
-    response: Response = request.app.state.templates.TemplateResponse(
+    response: Response = state_of(request.app).templates.TemplateResponse(
         request, "admin_unknowns.html", {"clusters": found, "days": ADMIN_DAYS}
     )
     response.headers["Cache-Control"] = "no-store"

@@ -24,6 +24,7 @@ from app.web.formback import FormBack, form_back
 from app.web.identity import Subject
 from app.web.quota import quota_upgrade, usage_for_page
 from app.web.retention import remember_delete_token
+from app.web.state import state_of
 from app.web.timeline import job_picture
 from app.web.upload import human_bytes
 
@@ -71,7 +72,7 @@ def _home(
     subject: Subject | None = None,
     usage: Usage | None = None,
 ) -> Response:
-    templates: Jinja2Templates = request.app.state.templates
+    templates: Jinja2Templates = state_of(request.app).templates
     return templates.TemplateResponse(
         request,
         "home.html",
@@ -289,5 +290,5 @@ def diagnosis_page(request: Request, diagnosis_id: str, settings: SettingsDep, s
     record = get_diagnosis(session, diagnosis_id, not_before=not_before(settings)) if len(diagnosis_id) <= 64 else None
     if record is None:
         raise NotFound(f"no diagnosis {diagnosis_id!r}: the link is wrong or the diagnosis has expired")
-    templates: Jinja2Templates = request.app.state.templates
+    templates: Jinja2Templates = state_of(request.app).templates
     return templates.TemplateResponse(request, "diagnosis.html", page_context(record))

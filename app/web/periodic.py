@@ -12,7 +12,7 @@ Where it runs depends on the database:
   it runs again from where the last committed batch left it (the jobs work in batches, each its
   own transaction, and only take what is not done yet).
 
-Each process still reads the entry statistics the last summary wrote (`app.state.seen`) itself.
+Each process still reads the entry statistics the last summary wrote (`state_of(app).seen`) itself.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 from fastapi import FastAPI
 from sqlalchemy.engine import make_url
+
+from app.web.state import state_of
 
 if TYPE_CHECKING:
     import procrastinate
@@ -98,17 +100,17 @@ def conninfo(database_url: str) -> str:
 
 def cluster_wide(app: FastAPI) -> bool:
     """Whether the app's database is shared by instances (PostgreSQL), so its jobs run once for all."""
-    return bool(app.state.engine.dialect.name == "postgresql")
+    return bool(state_of(app).engine.dialect.name == "postgresql")
 
 
 def _learn(app: FastAPI) -> None:
     from app.jobs.learning import summarise
 
     summary = summarise(
-        app.state.sessionmaker,
-        app.state.library,
+        state_of(app).sessionmaker,
+        state_of(app).library,
         now=datetime.now(UTC),
-        window_days=app.state.settings.stats_window_days,
+        window_days=state_of(app).settings.stats_window_days,
     )
     for key, sig_id in summary.resolved:
         log.info("unknown-failure cluster %s is now recognised as %s", key, sig_id)
@@ -125,8 +127,8 @@ def _read_seen(app: FastAPI) -> None:
     """Hold the entry statistics the last summary wrote, so a page view reads no database."""
     from app.store.learning import all_entry_stats
 
-    with app.state.sessionmaker.begin() as session:
-        app.state.seen = all_entry_stats(session, min_count=app.state.settings.stats_min_count)
+    with state_of(app).sessionmaker.begin() as session:
+        state_of(app).seen = all_entry_stats(session, min_count=state_of(app).settings.stats_min_count)
 
 
 def job_queue(app: FastAPI) -> procrastinate.App:
@@ -135,7 +137,7 @@ def job_queue(app: FastAPI) -> procrastinate.App:
 
     from app.jobs.retention import purge_once
 
-    settings = app.state.settings
+    settings = state_of(app).settings
     queue = procrastinate.App(
         connector=procrastinate.PsycopgConnector(
             conninfo=conninfo(settings.effective_database_url), min_size=1, max_size=3
@@ -146,7 +148,7 @@ def job_queue(app: FastAPI) -> procrastinate.App:
     @queue.task(name="tracelore.purge", queue=QUEUE, lock="tracelore.purge")
     async def purge(timestamp: int) -> None:
         """Expired diagnoses, old quota counters, spent sign-in links and old finished jobs."""
-        purged = await anyio.to_thread.run_sync(purge_once, app.state.sessionmaker, settings)
+        purged = await anyio.to_thread.run_sync(purge_once, state_of(app).sessionmaker, settings)
         await queue.job_manager.delete_old_jobs(
             nb_hours=JOBS_KEPT_HOURS, queue=QUEUE, include_failed=True, include_cancelled=True, include_aborted=True
         )
@@ -218,6 +220,6 @@ async def start(tasks: TaskGroup, app: FastAPI) -> None:
         read = functools.partial(_read_seen, app)
         tasks.start_soon(functools.partial(repeat, read, every=SEEN_EVERY, what="reading the entry statistics"))
         return
-    await anyio.to_thread.run_sync(purge_logged, app.state.sessionmaker, app.state.settings)
-    tasks.start_soon(retention.purge_periodically, app.state.sessionmaker, app.state.settings)
+    await anyio.to_thread.run_sync(purge_logged, state_of(app).sessionmaker, state_of(app).settings)
+    tasks.start_soon(retention.purge_periodically, state_of(app).sessionmaker, state_of(app).settings)
     tasks.start_soon(learning.learn_periodically, app)

@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from app.config import Settings
 from app.core.knowledge.loading import Library
 from app.core.selection.rules import SPEC_VERSION, prefilter_spec
+from app.web.state import state_of
 
 router = APIRouter()
 
@@ -50,7 +51,7 @@ def published_rules(library: Library, settings: Settings) -> PublishedRules:
 @router.get("/signatures/prefilter.json", responses=_SPEC_DOC, response_class=Response)
 async def read_prefilter(request: Request) -> Response:
     """The rules and patterns a client uses to keep only the evidence of a large log."""
-    rules: PublishedRules = request.app.state.prefilter
+    rules: PublishedRules = state_of(request.app).prefilter
     headers = {"ETag": rules.etag, "Cache-Control": "public, max-age=300"}
     if request.headers.get("if-none-match") == rules.etag:
         return Response(status_code=304, headers=headers)

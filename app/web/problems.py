@@ -13,6 +13,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
 from app.errors import TraceloreError
+from app.web.state import maybe_state, state_of
 
 log = logging.getLogger("tracelore")
 
@@ -46,11 +47,12 @@ def problem_response(
     extra: dict[str, Any] | None = None,
 ) -> Response:
     """Render one problem, as JSON or as the error page, and count the rejection."""
-    metrics = getattr(request.app.state, "metrics", None)
+    state = maybe_state(request.app)  # a handler may run before create_app has made it
+    metrics = state.metrics if state is not None else None
     if metrics is not None and status != 500:
         metrics.rejection(type_.rsplit("/", 1)[-1])
     if wants_html(request):
-        templates = request.app.state.templates
+        templates = state_of(request.app).templates
         page: Response = templates.TemplateResponse(
             request,
             "error.html",

@@ -24,6 +24,7 @@ from app.quota.tiers import Tier, Usage, next_tier, spent_message, utc_day
 from app.web.deps import Sessions, SessionsDep, SubjectDep
 from app.web.identity import Subject, clock
 from app.web.sessions import engine_of
+from app.web.state import state_of
 
 log = logging.getLogger("tracelore")
 
@@ -32,7 +33,7 @@ NOT_CHARGED = "This request was not counted against your daily allowance."
 
 def tiers(request: Request) -> dict[str, Tier]:
     """The tier table of the app's settings (made by create_app)."""
-    table: dict[str, Tier] = request.app.state.tiers
+    table: dict[str, Tier] = state_of(request.app).tiers
     return table
 
 

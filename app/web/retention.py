@@ -19,6 +19,7 @@ from app.store.diagnoses import delete_diagnosis, may_delete
 from app.web.deps import SessionDep, SettingsDep, SubjectDep
 from app.web.periodic import Sleep, repeat
 from app.web.problems import PROBLEM_JSON
+from app.web.state import state_of
 
 PURGE_EVERY = 3600.0  # seconds between purges (`app.jobs.retention`) while the service runs
 TOKEN_HEADER = "X-Delete-Token"
@@ -121,7 +122,7 @@ def delete_diagnosis_form(
         token=token or request.cookies.get(delete_cookie_name(diagnosis_id)),
         subject=subject.id,
     )
-    response: HTMLResponse = request.app.state.templates.TemplateResponse(
+    response: HTMLResponse = state_of(request.app).templates.TemplateResponse(
         request, "deleted.html", {"diagnosis_id": diagnosis_id, "settings": settings}
     )
     response.delete_cookie(delete_cookie_name(diagnosis_id), path=f"/d/{diagnosis_id}")
@@ -131,7 +132,7 @@ def delete_diagnosis_form(
 @pages.get("/privacy", name="privacy_page")
 def privacy_page(request: Request, settings: SettingsDep) -> HTMLResponse:
     """What Tracelore keeps, where, for how long, and how to delete it."""
-    response: HTMLResponse = request.app.state.templates.TemplateResponse(
+    response: HTMLResponse = state_of(request.app).templates.TemplateResponse(
         request,
         "privacy.html",
         {"settings": settings, "secret_types": secret_types(), "token_header": TOKEN_HEADER},

@@ -11,12 +11,14 @@ from fastapi import Request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.web.state import state_of
+
 Sessions = sessionmaker[Session]
 
 
 def sessions_of(request: Request) -> Sessions:
     """The session factory create_app made for this request's app."""
-    sessions: Sessions = request.app.state.sessionmaker
+    sessions: Sessions = state_of(request.app).sessionmaker
     return sessions
 
 

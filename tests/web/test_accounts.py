@@ -19,6 +19,7 @@ from aiosmtpd.controller import Controller
 from sqlalchemy import text
 
 from app.core.knowledge.loading import Library
+from app.web.state import state_of
 from tests.conftest import BACKENDS, database_for
 from tests.support import SAMPLES, LiveServer, live_server, make_settings
 
@@ -149,7 +150,7 @@ def test_magic_link_sign_in_keys_and_sign_out(server: LiveServer, smtp: tuple[In
         assert client.get("/api/v1/quota").json()["tier"] == "anonymous"
         assert "E-mail me a sign-in link" in client.get("/account", headers=HTML).text
 
-    with server.app.state.engine.connect() as conn:
+    with state_of(server.app).engine.connect() as conn:
         tokens = conn.execute(text("SELECT token_hash FROM login_tokens")).scalars().all()
         sessions = conn.execute(text("SELECT token_hash FROM sessions")).scalars().all()
     assert all(len(t) == 64 for t in [*tokens, *sessions])  # only hashes are kept

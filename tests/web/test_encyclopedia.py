@@ -25,6 +25,7 @@ from app.cli import main
 from app.core.knowledge.loading import Library, build_library, load_library
 from app.core.knowledge.schema import Signature
 from app.web.encyclopedia import Encyclopedia
+from app.web.state import state_of
 from app.web.templating import make_templates
 from tests.conftest import database_for
 from tests.support import LiveServer, live_server, make_settings
@@ -296,14 +297,14 @@ def test_entry_page_is_cached_and_needs_no_database(server: LiveServer, web: htt
     def count(conn: object, cursor: object, statement: str, *args: object) -> None:
         statements.append(statement)
 
-    event.listen(server.app.state.engine, "before_cursor_execute", count)
+    event.listen(state_of(server.app).engine, "before_cursor_execute", count)
     try:
         first = web.get("/failures/storage.disk_full")
         again = web.get("/failures/storage.disk_full", headers={"If-None-Match": first.headers["etag"]})
         tag = web.get("/tags/redis")
         head = web.head("/failures/storage.disk_full")
     finally:
-        event.remove(server.app.state.engine, "before_cursor_execute", count)
+        event.remove(state_of(server.app).engine, "before_cursor_execute", count)
     assert first.status_code == 200 and again.status_code == 304 and tag.status_code == 200
     assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == first.headers["etag"]
     assert statements == []

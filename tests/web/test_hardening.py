@@ -15,6 +15,7 @@ from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
 from app.core.stored import StoredDiagnosis
 from app.store.diagnoses import save_diagnosis
+from app.web.state import state_of
 from tests.support import METRICS_AUTH, SAMPLES, LiveServer, live_server, make_settings
 from tests.web.test_api import assert_problem, rejected
 
@@ -69,7 +70,7 @@ def test_the_page_renders_any_stored_diagnosis(live: LiveServer, client: httpx.C
         for e in c["evidence"]:
             e["line"] = 10**30
     diagnosis = Diagnosis.model_validate({k: v for k, v in huge.items() if k not in ("id", "url", "created_at")})
-    with live.app.state.sessionmaker.begin() as session:
+    with state_of(live.app).sessionmaker.begin() as session:
         record = save_diagnosis(
             session,
             StoredDiagnosis.keeping(diagnosis, windows=[], input_bytes=10**18, input_sha256="0" * 64),

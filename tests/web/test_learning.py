@@ -21,6 +21,7 @@ from app.store.learning import clusters
 from app.store.tables import DiagnosisRow, UnknownLineRow
 from app.web.identity import SESSION_COOKIE, session_cookie
 from app.web.learning import learn_logged
+from app.web.state import state_of
 from tests.conftest import BACKENDS, database_for
 from tests.support import LiveServer, library_without, live_server, make_settings
 
@@ -49,7 +50,7 @@ def server(
     url = database_for(request.param, request, tmp)
     settings = make_settings(url, tmp, stats_min_count=MIN_COUNT)
     with live_server(settings, reduced) as live:
-        with live.app.state.sessionmaker.begin() as session:  # PostgreSQL's database is shared by the session
+        with state_of(live.app).sessionmaker.begin() as session:  # PostgreSQL's database is shared by the session
             session.execute(UnknownLineRow.__table__.delete())
         yield live
 
@@ -62,7 +63,7 @@ def _post(client: httpx.Client, case: str, **params: str) -> httpx.Response:
 
 
 def _lines(live: LiveServer, template: str) -> int:
-    with live.app.state.sessionmaker.begin() as session:
+    with state_of(live.app).sessionmaker.begin() as session:
         return int(session.scalar(select(func.count()).where(UnknownLineRow.template == template)) or 0)
 
 
@@ -70,15 +71,15 @@ def test_unknown_failures_cluster_and_resolve(server: LiveServer, library: Libra
     with server.client() as client:
         ids = [_post(client, case).json()["id"] for case in TRUNCATED]
         _post(client, MAT1, store="false")
-    with server.app.state.sessionmaker.begin() as session:
+    with state_of(server.app).sessionmaker.begin() as session:
         found = {c.template: c for c in clusters(session)}
     truncated = found[TRUNCATED_TEMPLATE]
     assert (truncated.diagnoses, sorted(truncated.members)) == (3, sorted(ids))
-    assert truncated.libraries == [server.app.state.library.version]
+    assert truncated.libraries == [state_of(server.app).library.version]
     # store=false: no diagnosis, so nothing of it is kept.
     assert _lines(server, "RuntimeError: mat1 and mat2 shapes cannot be multiplied (<DIMS> and <DIMS>)") == 0
 
-    db = str(server.app.state.settings.effective_database_url)
+    db = str(state_of(server.app).settings.effective_database_url)
     listed = CliRunner().invoke(main, ["unknowns", "--min-count", "3"], env={"TRACELORE_DATABASE_URL": db})
     assert listed.exit_code == 0, listed.output
     assert f"{truncated.key}  3 diagnoses" in listed.output and f"template: {TRUNCATED_TEMPLATE}" in listed.output
@@ -92,7 +93,7 @@ def test_unknown_failures_cluster_and_resolve(server: LiveServer, library: Libra
     assert "id: data.image_truncated" in drafted.output and "image file is truncated" in drafted.output
 
     # The shipped library knows the class: the cluster is resolved by it and listed no more.
-    with server.app.state.sessionmaker.begin() as session:
+    with state_of(server.app).sessionmaker.begin() as session:
         done = resolve_clusters(session, library, now=datetime.now(UTC))
     assert (truncated.key, "data.corrupt_image") in done
     again = CliRunner().invoke(main, ["unknowns"], env={"TRACELORE_DATABASE_URL": db})
@@ -101,7 +102,7 @@ def test_unknown_failures_cluster_and_resolve(server: LiveServer, library: Libra
     assert "resolved by data.corrupt_image" in shown.output
 
     # Deleting a diagnosis takes its lines with it.
-    with server.app.state.sessionmaker.begin() as session:
+    with state_of(server.app).sessionmaker.begin() as session:
         session.execute(DiagnosisRow.__table__.delete().where(DiagnosisRow.id == ids[0]))
     assert _lines(server, TRUNCATED_TEMPLATE) == 2
 
@@ -130,16 +131,16 @@ def test_the_unknowns_page_is_for_signed_in_admins(server: LiveServer) -> None:
     with server.client() as client:
         _post(client, TRUNCATED[0])
         assert client.get("/admin/unknowns", headers=HTML).status_code == 401
-        with server.app.state.sessionmaker.begin() as session:
+        with state_of(server.app).sessionmaker.begin() as session:
             account = accounts.ensure_account(session, "ops@example.com", now=accounts.utcnow())
             token = accounts.create_session(session, account.id, now=accounts.utcnow(), lifetime=timedelta(hours=1))
         client.cookies.set(SESSION_COOKIE, session_cookie([b"test-secret"], token))
         assert client.get("/admin/unknowns", headers=HTML).status_code == 403
-        with server.app.state.sessionmaker.begin() as session:
+        with state_of(server.app).sessionmaker.begin() as session:
             accounts.set_admin(session, "ops@example.com", True)
         page = client.get("/admin/unknowns", headers=HTML)
         assert page.status_code == 200
-        with server.app.state.sessionmaker.begin() as session:
+        with state_of(server.app).sessionmaker.begin() as session:
             (cluster,) = [c for c in clusters(session, include_resolved=True) if c.template == TRUNCATED_TEMPLATE]
         assert f'id="cluster-{cluster.key}"' in page.text
         assert "image file is truncated (&lt;NUM&gt; bytes not processed)" in page.text

@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from app.config import Settings
 from app.core.knowledge.loading import Library
+from app.web.state import state_of
 from tests.support import METRICS_AUTH, REPO, SAMPLES, live_server, make_settings
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
@@ -98,7 +99,7 @@ def test_a_request_that_waits_too_long_gets_503(sqlite_url: str, tmp_path: Path,
         assert refused.json()["type"] == "/problems/overloaded"
         assert 0.3 <= elapsed  # it waited its turn first
         assert results == [200]
-        with server.app.state.sessionmaker() as session:  # the refused request was given back
+        with state_of(server.app).sessionmaker() as session:  # the refused request was given back
             assert session.scalar(text("SELECT coalesce(sum(used), 0) FROM quota_usage")) == 1
 
 

@@ -11,6 +11,7 @@ import httpx
 
 from app.core.knowledge.loading import Library
 from app.web.app import create_app
+from app.web.state import state_of
 from tests.support import make_settings
 
 
@@ -44,7 +45,7 @@ def test_a_stopping_server_closes_the_store_only_once_running_diagnoses_are_done
     # uvicorn cancels requests still running when its graceful timeout ends, but a diagnosis in
     # its worker thread goes on and then stores its row: the store must still be open for it.
     app = create_app(make_settings(sqlite_url, tmp_path), library=library)
-    gate = app.state.gate
+    gate = state_of(app).gate
     order: list[str] = []
 
     async def stop_while_busy() -> None:
@@ -61,16 +62,16 @@ def test_a_stopping_server_closes_the_store_only_once_running_diagnoses_are_done
                     tasks.start_soon(diagnosis)
                     await anyio.sleep(0.05)
                     assert gate.busy == 1
-                    pool = app.state.engine.pool
+                    pool = state_of(app).engine.pool
 
                     async def let_it_finish() -> None:
                         await anyio.sleep(0.3)
-                        assert app.state.engine.pool is pool, "the store was closed under a running diagnosis"
+                        assert state_of(app).engine.pool is pool, "the store was closed under a running diagnosis"
                         release.set()
 
                     tasks.start_soon(let_it_finish)
                 order.append("store closed")  # the lifespan's exit returns once it disposed of the engine
-                assert app.state.engine.pool is not pool
+                assert state_of(app).engine.pool is not pool
 
     anyio.run(stop_while_busy)
     assert order == ["diagnosis done", "store closed"]

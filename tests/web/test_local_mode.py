@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from app.cli import main
 from app.config import Settings
 from app.core.knowledge.loading import Library
+from app.web.state import state_of
 from tests.support import SAMPLES, live_server, make_settings
 
 OOM = (SAMPLES / "oom-killed.log").read_bytes()
@@ -48,7 +49,7 @@ def test_local_mode_serves_its_owner_without_allowance_or_sign_in(
             assert page.status_code == 303 and "/d/" in page.headers["location"], page.text[:500]
         quota = client.get("/api/v1/quota").json()
         assert quota["tier"] == "local" and quota["remaining"] > 1_000_000
-        assert quota["max_log_bytes"] == server.app.state.settings.max_upload_bytes
+        assert quota["max_log_bytes"] == state_of(server.app).settings.max_upload_bytes
         home = client.get("/", headers=HTML).text
         assert "Local mode" in home and "Sign in" not in home.split('id="quota"')[1].split("</p>")[0]
 

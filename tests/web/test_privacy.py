@@ -18,6 +18,7 @@ from app.store.db import make_engine, make_sessionmaker
 from app.store.diagnoses import count_diagnoses, save_diagnosis
 from app.web.retention import purge_periodically
 from app.web.security import docs_csp
+from app.web.state import state_of
 from tests.support import LiveServer, live_server, make_settings
 
 HTML = {"Accept": "text/html,application/xhtml+xml"}
@@ -58,7 +59,7 @@ def test_secrets_are_gone_from_the_response_windows_page_and_database(live: Live
     page = client.get(f"/d/{body['id']}", headers=HTML)
     assert "[REDACTED:password]" in windows.text
     assert "1 × private-key" in page.text and "never kept" in page.text
-    with live.app.state.engine.connect() as conn:
+    with state_of(live.app).engine.connect() as conn:
         dump = [str(v) for row in conn.execute(text("SELECT * FROM diagnoses")) for v in row]
     assert _leaks(r.text, windows.text, page.text, *dump) == []
 
@@ -87,7 +88,7 @@ def test_the_maker_deletes_with_the_token_others_cannot(live: LiveServer, client
     assert client.delete(url, headers={"X-Delete-Token": token}).status_code == 204
     assert client.get(url).status_code == 404
     assert client.delete(url, headers={"X-Delete-Token": token}).status_code == 404
-    with live.app.state.engine.connect() as conn:
+    with state_of(live.app).engine.connect() as conn:
         stored = conn.execute(text("SELECT delete_token_hash FROM diagnoses")).scalars().all()
     assert token not in stored  # only hashes
 
@@ -263,7 +264,7 @@ def test_an_account_deletes_its_own_diagnoses_without_a_token(live: LiveServer, 
 
     from app.cli import main
 
-    env = {"TRACELORE_DATABASE_URL": live.app.state.settings.database_url}
+    env = {"TRACELORE_DATABASE_URL": state_of(live.app).settings.database_url}
     keys = []
     for who in ("owner", "other"):
         result = CliRunner().invoke(main, ["admin", "create-key", f"{who}-{live.port}@example.org"], env=env)

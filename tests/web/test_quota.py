@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from app.cli import main
 from app.core.knowledge.loading import Library
+from app.web.state import state_of
 from tests.conftest import BACKENDS, database_for
 from tests.support import SAMPLES, LiveServer, live_server, make_settings
 
@@ -47,7 +48,7 @@ def server(
     )
     monkeypatch.setenv("TRACELORE_DATABASE_URL", url)  # for the admin commands
     with live_server(settings, library) as live:
-        live.app.state.clock = Clock(DAY)
+        state_of(live.app).clock = Clock(DAY)
         yield live
 
 
@@ -120,7 +121,7 @@ def test_rejections_are_not_counted_and_failures_are_given_back(server: LiveServ
 
 
 def test_the_allowance_starts_again_at_utc_midnight(server: LiveServer) -> None:
-    clock: Clock = server.app.state.clock
+    clock: Clock = state_of(server.app).clock
     clock.now = datetime(2026, 11, 30, 23, 59, 30, tzinfo=UTC)
     with server.client() as client:
         for _ in range(3):
@@ -165,7 +166,7 @@ def test_api_keys_tiers_and_revocation(server: LiveServer) -> None:
         assert r.headers["x-ratelimit-limit"] == "5000" and r.headers["x-ratelimit-remaining"] == "4998"
         assert client.get("/api/v1/quota", headers=bearer).json()["next_tier"] is None
 
-        with server.app.state.engine.connect() as conn:
+        with state_of(server.app).engine.connect() as conn:
             stored = conn.execute(text("SELECT prefix, key_hash, last_used_at FROM api_keys")).all()
         mine = [row for row in stored if row.prefix == key[:12]]
         assert len(mine) == 1 and mine[0].last_used_at is not None
@@ -200,7 +201,7 @@ def test_admin_commands_explain_mistakes(server: LiveServer) -> None:
 
 
 def test_a_day_later_the_counts_of_yesterday_are_kept(server: LiveServer) -> None:
-    clock: Clock = server.app.state.clock
+    clock: Clock = state_of(server.app).clock
     with server.client() as client:
         assert client.post("/api/v1/diagnoses", content=OOM).status_code == 201
         clock.now += timedelta(days=1)

@@ -15,6 +15,7 @@ from sqlalchemy import inspect, text
 
 from app.core.knowledge.loading import Library
 from app.core.redaction.vendor_shapes import VENDOR_SHAPES
+from app.web.state import state_of
 from tests.conftest import BACKENDS, database_for
 from tests.support import LiveServer, live_server, make_settings
 
@@ -82,7 +83,7 @@ def _text_of(raw: bytes) -> str:
 def _dump(server: LiveServer) -> list[str]:
     """Every value of every row of every table, a kept log decompressed."""
     out: list[str] = []
-    engine = server.app.state.engine
+    engine = state_of(server.app).engine
     with engine.connect() as conn:
         for table in inspect(engine).get_table_names():
             for row in conn.execute(text(f'SELECT * FROM "{table}"')):

@@ -18,6 +18,7 @@ from app.client.remote import padded_log, retry_after_seconds
 from app.core.engine.diagnose import diagnose
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
+from app.web.state import state_of
 from tests.support import SAMPLES, LiveServer, live_server, make_settings
 
 PROGRESS = b"".join(b"step %d loss 1.%03d lr 0.0001 tokens/s 41234\n" % (i, i % 1000) for i in range(30_000))
@@ -73,7 +74,7 @@ def test_remote_sends_the_evidence_and_prints_the_permalink(
         stored = client.get(f"/api/v1/diagnoses/{permalink.rsplit('/', 1)[-1]}").json()
     assert stored["candidates"][0]["id"] == "cuda.oom" and stored["url"] == permalink
     # The rules came from the server: the one definition it publishes for its library.
-    fetched = [k for k in _requests(live.app.state.metrics) if k[0] == "GET" and "prefilter" in k[1]]
+    fetched = [k for k in _requests(state_of(live.app).metrics) if k[0] == "GET" and "prefilter" in k[1]]
     assert fetched and all(status == "200" for _, _, status in fetched)
 
 
@@ -145,7 +146,7 @@ def test_server_errors_are_clear_and_exit_2(live: LiveServer, signatures_dir: Pa
 @pytest.fixture
 def busy(live: LiveServer) -> Iterator[object]:
     """Every diagnosis slot of the server taken, as under load; Retry-After 1 s."""
-    gate = live.app.state.gate
+    gate = state_of(live.app).gate
     saved = gate.busy, gate.retry_after
     gate.busy, gate.retry_after = gate.limit, 1
     yield gate
@@ -165,7 +166,7 @@ def test_busy_server_beyond_max_wait_is_reported(
 def test_busy_server_is_waited_out_as_retry_after_asks(
     busy: object, live: LiveServer, signatures_dir: Path, big_log: Path
 ) -> None:
-    gate, metrics = live.app.state.gate, live.app.state.metrics
+    gate, metrics = state_of(live.app).gate, state_of(live.app).metrics
     saved = gate.busy
 
     def refused() -> int:
@@ -212,7 +213,7 @@ def test_spent_allowance_is_a_clear_429(
 def test_api_key_counts_against_its_account(live: LiveServer, signatures_dir: Path, tmp_path: Path) -> None:
     from app.store import accounts
 
-    with live.app.state.sessionmaker.begin() as session:
+    with state_of(live.app).sessionmaker.begin() as session:
         account = accounts.ensure_account(session, "ci@example.org", now=accounts.utcnow(), tier="pro")
         key, secret = accounts.create_api_key(session, account.id, name="CI", now=accounts.utcnow())
     log = tmp_path / "oom.log"
@@ -223,7 +224,7 @@ def test_api_key_counts_against_its_account(live: LiveServer, signatures_dir: Pa
     with live.client(headers={"Authorization": f"Bearer {secret}"}) as client:
         quota = client.get("/api/v1/quota").json()
     assert (quota["email"], quota["tier"], quota["used"]) == ("ci@example.org", "pro", 1)
-    with live.app.state.sessionmaker.begin() as session:
+    with state_of(live.app).sessionmaker.begin() as session:
         accounts.revoke_api_key(session, key.id, now=accounts.utcnow())
     code, out, err = run("diagnose", str(log), "--server", live.url, "--api-key", secret, *lib)
     assert (code, out) == (2, "")

@@ -15,6 +15,7 @@ from app.core.knowledge.loading import Library
 from app.store.tables import QuotaUsageRow
 from app.web import service
 from app.web.service import Gate
+from app.web.state import state_of
 from tests.support import SAMPLES, live_server, make_settings
 
 OOM = (SAMPLES / "ddp-cuda-oom.log").read_bytes()
@@ -26,7 +27,7 @@ def events(sqlite_url: str, tmp_path: Path, library: Library) -> Iterator[tuple[
     settings = make_settings(sqlite_url, tmp_path)
     seen: list[tuple[int, int, str]] = []
     with live_server(settings, library) as server:
-        engine = server.app.state.engine
+        engine = state_of(server.app).engine
 
         def statement(conn: Any, _cursor: Any, sql: str, *_args: Any) -> None:
             seen.append(
@@ -94,7 +95,7 @@ def test_a_failed_save_counts_nothing(
     with live_server(settings, library) as server, server.client() as client:
         failed = client.post("/api/v1/diagnoses", content=OOM)
         assert failed.status_code == 500 and failed.json()["charged"] is False
-        with server.app.state.sessionmaker() as session:
+        with state_of(server.app).sessionmaker() as session:
             assert not session.scalar(select(QuotaUsageRow.used))
         assert server.count() == 0
 
@@ -118,7 +119,7 @@ def test_the_gate_runs_at_most_one_diagnosis_per_thread_and_queues_the_rest(
 
     monkeypatch.setattr(service, "keep", counted)
     with live_server(settings, library) as server:
-        server.app.state.gate = Gate(4, 5, threads=1)
+        state_of(server.app).gate = Gate(4, 5, threads=1)
         results: list[int] = []
 
         def post() -> None:
@@ -166,4 +167,4 @@ def test_diagnosis_urls_are_what_url_for_gives(
     request = Request(scope)
     for route in ("read_diagnosis", "diagnosis_page", "read_diagnosis"):  # the second lookup is the cached one
         assert diagnosis_url(request, route, "Ab-c_9") == str(request.url_for(route, diagnosis_id="Ab-c_9"))
-    app.state.engine.dispose()
+    state_of(app).engine.dispose()

@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from app.core.knowledge.loading import Library
 from app.store.accounts import canonical_email
+from app.web.state import state_of
 from tests.conftest import BACKENDS, database_for
 from tests.support import LiveServer, live_server, make_settings
 from tests.web.test_accounts import HTML, Inbox, _csrf, _sign_in, smtp  # noqa: F401 (smtp is a fixture)
@@ -41,7 +42,7 @@ def server(
     )
     with live_server(settings, library) as live:
         # The service-wide count is shared by every test on the session's PostgreSQL database.
-        with live.app.state.engine.begin() as conn:
+        with state_of(live.app).engine.begin() as conn:
             conn.execute(text("DELETE FROM quota_usage WHERE subject LIKE 'mail:all:%'"))
         yield live
 
@@ -108,7 +109,7 @@ def test_dots_and_plus_tags_are_one_account(server: LiveServer, smtp: tuple[Inbo
         two = second.get("/api/v1/quota").json()
     assert one["email"] == two["email"] == f"{name}@gmail.com"
     assert one["tier"] == "verified" and one["used"] == two["used"]
-    with server.app.state.sessionmaker() as session:
+    with state_of(server.app).sessionmaker() as session:
         rows = session.execute(text("SELECT email FROM accounts WHERE email LIKE :p"), {"p": f"%{name[1:]}%"}).all()
     assert [r[0] for r in rows] == [f"{name}@gmail.com"]
 

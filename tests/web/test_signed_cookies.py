@@ -19,6 +19,7 @@ from itsdangerous import BadSignature, TimestampSigner
 from app.core.knowledge.loading import Library
 from app.store import accounts
 from app.web.identity import CSRF_COOKIE, SESSION_COOKIE, csrf_signer, session_cookie, session_signer
+from app.web.state import state_of
 from tests.conftest import BACKENDS, database_for
 from tests.support import SAMPLES, LiveServer, live_server, make_settings
 
@@ -45,7 +46,7 @@ def _session_token(server: LiveServer) -> tuple[str, str]:
     """A live session of a new account: (its token, the account's e-mail)."""
     address = f"grace-{secrets.token_hex(3)}@example.org"
     now = accounts.utcnow()
-    with server.app.state.sessionmaker.begin() as session:
+    with state_of(server.app).sessionmaker.begin() as session:
         account = accounts.ensure_account(session, address, now=now)
         token = accounts.create_session(session, account.id, now=now, lifetime=timedelta(days=SESSION_DAYS))
     return token, address
