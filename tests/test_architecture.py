@@ -382,3 +382,34 @@ def test_the_top_of_app_holds_packages_and_at_most_five_modules() -> None:
 def test_the_top_modules_rule_fires(tmp_path: Path) -> None:
     root = _plant(tmp_path, {f"m{i}.py": "x = 1\n" for i in range(MAX_TOP_MODULES + 1)} | {"pkg/a.py": "x = 1\n"})
     assert len(top_modules(root)) == MAX_TOP_MODULES + 1 and "a.py" not in top_modules(root)
+
+
+MAX_ROUTE_LINES = 22  # about 20: a route parses, calls one function, answers
+
+
+def long_routes(root: Path, limit: int = MAX_ROUTE_LINES) -> list[str]:
+    """Route functions (decorated with a router's get/post/...) longer than `limit` lines."""
+    verbs = {"get", "post", "put", "patch", "delete", "api_route"}
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            routed = any(
+                isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr in verbs
+                for d in node.decorator_list
+            )
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if routed and lines > limit:
+                out.append(f"{path.relative_to(root).as_posix()}:{node.name} has {lines} lines (at most {limit})")
+    return out
+
+
+def test_routes_only_route() -> None:
+    assert long_routes(APP / "web") == []
+
+
+def test_the_route_length_rule_fires(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_ROUTE_LINES))
+    root = _plant(tmp_path, {"r.py": f"@router.post('/a')\ndef a():\n{body}\n\ndef helper():\n{body}{body}\n"})
+    assert long_routes(root) == [f"r.py:a has {MAX_ROUTE_LINES + 1} lines (at most {MAX_ROUTE_LINES})"]

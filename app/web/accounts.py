@@ -225,31 +225,40 @@ async def sign_in(request: Request, settings: SettingsDep, sessions: SessionsDep
     check_csrf(request, form)
     email = str(form.get("email") or "").strip()
     if len(email) > 254 or not EMAIL.match(email):
-        context = {"tiers": tiers(request), "minutes": settings.login_link_minutes, "email": email[:254]}
-        context["error"] = "That does not look like an e-mail address (name@example.org)."
-        return _page(request, "signin.html", context, status=422)
+        error = "That does not look like an e-mail address (name@example.org)."
+        return _sign_in_again(request, settings, email[:254], error, status=422)
     now = clock(request)
-    lifetime = timedelta(minutes=settings.login_link_minutes)
     client = anonymous_id(secret(request), request.client.host if request.client else "unknown")
-
-    def create() -> str:
-        with sessions.begin() as session:
-            # Counted first (each an atomic write), so on SQLite the transaction holds the write
-            # lock before it reads; a refusal rolls every count back: nothing is sent, nothing counted.
-            limit_sign_in_mail(session, settings, client=client, now=now)
-            if store.recent_login_tokens(session, email, since=now - store.LINK_COUNT_WINDOW) >= LINKS_PER_HOUR:
-                raise _MailLimit(f"{LINKS_PER_HOUR} sign-in links were already sent to this address in the last hour.")
-            return store.create_login_token(session, email, now=now, lifetime=lifetime)
-
     try:
-        token = await run_in_threadpool(create)
+        token = await run_in_threadpool(_issue_link, sessions, settings, email, client=client, now=now)
     except _MailLimit as refused:
-        context = {"tiers": tiers(request), "minutes": settings.login_link_minutes, "email": email}
-        context["error"] = refused.detail
-        response = _page(request, "signin.html", context, status=refused.status)
+        response = _sign_in_again(request, settings, email, refused.detail, status=refused.status)
         response.headers["Retry-After"] = str(refused.retry_after or _to_next_hour(now))
         return response
-    link = _link(request, settings, token)
+    await _send_link(settings, email, _link(request, settings, token))
+    return _page(request, "signin_sent.html", {"email": email, "minutes": settings.login_link_minutes})
+
+
+def _sign_in_again(request: Request, settings: Settings, email: str, error: str, *, status: int) -> Response:
+    """The sign-in form again, with the address kept and why it was refused."""
+    context = {"tiers": tiers(request), "minutes": settings.login_link_minutes, "email": email, "error": error}
+    return _page(request, "signin.html", context, status=status)
+
+
+def _issue_link(sessions: Sessions, settings: Settings, email: str, *, client: str, now: datetime) -> str:
+    """A new sign-in token for `email`, within the per-client and per-address limits."""
+    with sessions.begin() as session:
+        # Counted first (each an atomic write), so on SQLite the transaction holds the write
+        # lock before it reads; a refusal rolls every count back: nothing is sent, nothing counted.
+        limit_sign_in_mail(session, settings, client=client, now=now)
+        if store.recent_login_tokens(session, email, since=now - store.LINK_COUNT_WINDOW) >= LINKS_PER_HOUR:
+            raise _MailLimit(f"{LINKS_PER_HOUR} sign-in links were already sent to this address in the last hour.")
+        lifetime = timedelta(minutes=settings.login_link_minutes)
+        return store.create_login_token(session, email, now=now, lifetime=lifetime)
+
+
+async def _send_link(settings: Settings, email: str, link: str) -> None:
+    """Mail the link; a mail server that cannot take it is the service not being ready, said as such."""
     try:
         await run_in_threadpool(send_sign_in_mail, settings, to=email, link=link, minutes=settings.login_link_minutes)
     except (OSError, smtplib.SMTPException) as exc:
@@ -257,7 +266,6 @@ async def sign_in(request: Request, settings: SettingsDep, sessions: SessionsDep
         raise NotReady(
             "the sign-in e-mail could not be sent; try again in a few minutes", headers={"Retry-After": "60"}
         ) from None
-    return _page(request, "signin_sent.html", {"email": email, "minutes": settings.login_link_minutes})
 
 
 @router.get("/account/sign-in/{token}", name="sign_in_link")
@@ -276,20 +284,10 @@ async def sign_in_confirm(request: Request, settings: SettingsDep, sessions: Ses
     form = await request.form(**FORM_LIMITS)
     check_csrf(request, form)
     token = str(form.get("token") or "")[:200]
-    now = clock(request)
-
-    def use() -> str | None:
-        with sessions.begin() as session:
-            account = store.use_login_token(session, token, now=now)
-            if account is None:
-                return None
-            return store.create_session(session, account.id, now=now, lifetime=timedelta(days=settings.session_days))
-
-    session_token_ = await run_in_threadpool(use)
+    session_token_ = await run_in_threadpool(_spend_link, sessions, settings, token, now=clock(request))
     if session_token_ is None:
-        context = {"tiers": tiers(request), "minutes": settings.login_link_minutes}
-        context["error"] = "That sign-in link has expired or was already used. Ask for a new one."
-        return _page(request, "signin.html", context, status=400)
+        error = "That sign-in link has expired or was already used. Ask for a new one."
+        return _sign_in_again(request, settings, "", error, status=400)
     response = RedirectResponse(request.url_for("account").path, status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
@@ -300,6 +298,15 @@ async def sign_in_confirm(request: Request, settings: SettingsDep, sessions: Ses
         secure=request.url.scheme == "https" or settings.base_url.startswith("https://"),
     )
     return response
+
+
+def _spend_link(sessions: Sessions, settings: Settings, token: str, *, now: datetime) -> str | None:
+    """A new session's token for the link's account (made on first use), or None for a spent or expired link."""
+    with sessions.begin() as session:
+        account = store.use_login_token(session, token, now=now)
+        if account is None:
+            return None
+        return store.create_session(session, account.id, now=now, lifetime=timedelta(days=settings.session_days))
 
 
 @router.post("/account/sign-out", name="sign_out")

@@ -217,13 +217,11 @@ async def create_diagnosis(
     top: Annotated[int | None, Query(ge=1, le=100, description="at most this many candidates")] = None,
 ) -> Response:
     """Diagnose a log; with `store` (the default) keep it and return its permalink."""
-    # The app's settings, library, metrics and sessions read here, not as dependencies: FastAPI
-    # solving one costs more than the lookup it wraps, and this is the route that is called most.
+    # State read here, not as dependencies: solving one costs more than the lookup, on the busiest route.
     state = state_of(request.app)
-    settings: Settings = state.settings
     record, usage = await diagnose_request(
         request,
-        settings=settings,
+        settings=state.settings,
         library=state.library,
         metrics=state.metrics,
         sessions=sessions_of(request),
@@ -231,6 +229,11 @@ async def create_diagnosis(
         subject=subject,
         store=store,
     )
+    return _answer(request, state.settings, record, usage)
+
+
+def _answer(request: Request, settings: Settings, record: StoredDiagnosis, usage: Usage) -> Response:
+    """The diagnosis as JSON: 201 with its permalink and delete token once stored, else 200."""
     if record.id is None:  # not stored
         return diagnosis_json(record, headers=usage.headers())
     headers = {"Location": diagnosis_url(request, "read_diagnosis", record.id), **usage.headers()}

@@ -12,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from app.config import Settings
 from app.core.models import Candidate, Diagnosis, Window
 from app.core.rendering.verdict import quiet_heading, trust, verdict
 from app.core.stored import StoredDiagnosis
@@ -19,9 +20,10 @@ from app.errors import NotFound, TraceloreError
 from app.quota.tiers import Usage
 from app.store.diagnoses import get_diagnosis
 from app.web.api import diagnose_request, diagnosis_url, not_before
-from app.web.deps import LibraryDep, MetricsDep, SessionDep, SessionsDep, SettingsDep, SubjectDep
+from app.web.deps import LibraryDep, MetricsDep, SessionDep, Sessions, SessionsDep, SettingsDep, SubjectDep
 from app.web.formback import FormBack, form_back
 from app.web.identity import Subject
+from app.web.metrics import Metrics
 from app.web.quota import quota_upgrade, usage_for_page
 from app.web.retention import remember_delete_token
 from app.web.state import state_of
@@ -130,36 +132,42 @@ async def diagnose_form(
     """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
     try:
         record, usage = await diagnose_request(  # the form always stores: its answer is the permalink
-            request,
-            settings=settings,
-            library=library,
-            metrics=metrics,
-            sessions=sessions,
-            top=None,
-            subject=subject,
-            body_may_refuse=False,
-        )
+            request, settings=settings, library=library, metrics=metrics, sessions=sessions, top=None,
+            subject=subject, body_may_refuse=False,
+        )  # fmt: skip
     except TraceloreError as exc:
         if exc.status == 503 or exc.status >= 500:
             raise
-        metrics.rejection(exc.type.rsplit("/", 1)[-1])
-        back = await form_back(request, cap=PREFILL_LIMIT)  # a refusal never empties the box
-        return _home(
-            request,
-            settings,
-            error=exc.detail,
-            error_title=exc.title,
-            back=back,
-            status=exc.status,
-            headers=exc.headers,
-            subject=subject,
-            usage=await run_in_threadpool(usage_for_page, request, sessions, subject),
-        )
-    response = RedirectResponse(
-        diagnosis_url(request, "diagnosis_page", record.permalink_id), status_code=303, headers=usage.headers()
-    )
+        return await _refused(request, exc, settings=settings, metrics=metrics, sessions=sessions, subject=subject)
+    url = diagnosis_url(request, "diagnosis_page", record.permalink_id)
+    response = RedirectResponse(url, status_code=303, headers=usage.headers())
     remember_delete_token(response, record, settings, secure=request.url.scheme == "https")
     return response
+
+
+async def _refused(
+    request: Request,
+    exc: TraceloreError,
+    *,
+    settings: Settings,
+    metrics: Metrics,
+    sessions: Sessions,
+    subject: Subject,
+) -> Response:
+    """The home page again with the refusal said and the pasted log kept: a refusal never empties the box."""
+    metrics.rejection(exc.type.rsplit("/", 1)[-1])
+    back = await form_back(request, cap=PREFILL_LIMIT)
+    return _home(
+        request,
+        settings,
+        error=exc.detail,
+        error_title=exc.title,
+        back=back,
+        status=exc.status,
+        headers=exc.headers,
+        subject=subject,
+        usage=await run_in_threadpool(usage_for_page, request, sessions, subject),
+    )
 
 
 @dataclass(frozen=True)

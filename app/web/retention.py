@@ -109,23 +109,17 @@ def delete_diagnosis_form(
     diagnosis_id: str,
     session: SessionDep,
     subject: SubjectDep,
-    settings: SettingsDep,
     token: Annotated[str | None, Form(max_length=200)] = None,
 ) -> HTMLResponse:
     """The diagnosis page's delete button: the browser that made it holds the token in a cookie.
 
     Posts from another site are refused before this runs (`check_form_origin`, as for every form).
     """
-    _delete(
-        session,
-        diagnosis_id,
-        token=token or request.cookies.get(delete_cookie_name(diagnosis_id)),
-        subject=subject.id,
-    )
-    response: HTMLResponse = state_of(request.app).templates.TemplateResponse(
-        request, "deleted.html", {"diagnosis_id": diagnosis_id, "settings": settings}
-    )
-    response.delete_cookie(delete_cookie_name(diagnosis_id), path=f"/d/{diagnosis_id}")
+    cookie = delete_cookie_name(diagnosis_id)
+    _delete(session, diagnosis_id, token=token or request.cookies.get(cookie), subject=subject.id)
+    templates = state_of(request.app).templates
+    response: HTMLResponse = templates.TemplateResponse(request, "deleted.html", {"diagnosis_id": diagnosis_id})
+    response.delete_cookie(cookie, path=f"/d/{diagnosis_id}")
     return response
 
 
