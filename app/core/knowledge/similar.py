@@ -23,7 +23,8 @@ _MASK = regex.compile(r"(?:[\w.-]*[/\\][\w./\\-]*)|0x[0-9a-f]+|\b\d[\d.:,]*\b")
 _STOP = frozenset(
     "the and for with from that this was not are but has have had its into when then than none "
     "error errors exception traceback most recent call last file line raise raised runtimeerror "
-    "valueerror failed failure please see above below info warning warn self args kwargs return".split()
+    "valueerror assertionerror failed failure please see above below info warning warn self args kwargs "
+    "return".split()
 )
 K1, B = 1.2, 0.75  # the usual BM25 constants
 MIN_SCORE = 4.0  # below this the nearest entry shares too little with the line to be a lead
