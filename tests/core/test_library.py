@@ -11,6 +11,7 @@ import pytest
 import regex
 
 import app.core.knowledge.loading as library_module
+from app.core.engine.diagnose import diagnose
 from app.core.engine.rewrites import frame_anchors, relaxed
 from app.core.knowledge.loading import load_library, signature_files
 from app.core.knowledge.parse_cache import ParseCache, schema_fingerprint
@@ -53,6 +54,30 @@ def test_relaxed_patterns_match_a_superset() -> None:
     for pattern in (r"a.{0,200}b", r"^x{2,5}$", r"a-{3,9}b"):
         exact, loose = regex.compile(pattern), regex.compile(relaxed(pattern).replace(r"\r", "\r"))
         assert {s for s in lines if exact.search(s)} <= {s for s in lines if loose.search(s)}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "line", "matches"),
+    [
+        (r"RuntimeError: ..不足", "RuntimeError: 显存不足", True),  # `.` is a character, not a byte
+        (r"RuntimeError: .{2}不足", "RuntimeError: 显存不足", True),
+        (r"RuntimeError: [显内]存不足", "RuntimeError: 内存不足", True),  # a class of characters beyond ASCII
+        (r"RuntimeError: [显内]存不足", "RuntimeError: 外存不足", False),
+        (r"RuntimeError: [^a]存不足", "RuntimeError: 内存不足", True),  # a negated class takes a whole character
+        (r"RuntimeError: D[ée]j\S vu", "RuntimeError: Déjà vu", True),
+        (r"RuntimeError: D[ée]ja", "RuntimeError: Daja", False),
+        (r"RuntimeError: [一-龥]{2}不足", "RuntimeError: 内存不足", True),  # a range beyond ASCII
+        (r"RuntimeError: 不?足", "RuntimeError: 足", True),  # a repeat applies to the whole character
+        (r"RuntimeError: run ['‘](?P<cmd>[^'’]{1,200})['’]: no", "RuntimeError: run ‘a.sh’: no", True),
+    ],
+)
+def test_patterns_beyond_ascii_match_characters_in_the_raw_scan(pattern: str, line: str, matches: bool) -> None:
+    """The scan runs over raw bytes, where one Chinese character is three: the pattern's
+    classes and `.` must still stand for whole characters, as they do on the decoded line."""
+    from .conftest import library, signature
+
+    lib = library(signature("host.cpu_alloc_failed", ("python", pattern, 0.85), source="emitted"))
+    assert bool(diagnose(line.encode(), lib).candidates) is matches
 
 
 @pytest.fixture

@@ -125,3 +125,76 @@ _REPEATED_CHAR = re.compile(r"\(\?:(\[\^(?:\\.|[^\]\\])*\]|\\[SWD])\|\[\\x80-\\x
 
 def _repeated_char(m: re.Match[str]) -> str:
     return r"[^\n]" if m[1] in (r"[^\x80-\xff\n]", r"[^\n]") else m[1]
+
+
+# UTF-8 as bytes: a character beyond ASCII (two to four bytes), and any one character.
+_UTF8_WIDE = r"(?:[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3})"
+_UTF8_CHAR = rf"(?:[^\x80-\xff]|{_UTF8_WIDE})"
+_REPEAT = re.compile(r"[*+]|\{\d+,")  # a repeat that takes a run of characters, not one
+
+
+def _utf8(text: str) -> str:
+    """Characters as the bytes UTF-8 spells them, one group per character beyond ASCII."""
+    return "".join(
+        re.escape(c) if c.isascii() else "(?:" + "".join(f"\\x{b:02x}" for b in c.encode()) + ")" for c in text
+    )
+
+
+def _class_members(inner: str) -> tuple[str, list[str], bool]:
+    """A class's ASCII part, its characters beyond ASCII, and whether a range or a Unicode
+    class reaches beyond ASCII (then no list of characters says what it holds)."""
+    ascii_part, wide, open_ended = [], [], False
+    for m in re.finditer(r"\\[pP](?:\{[^}]*\}|.)|\\x\{([0-9A-Fa-f]+)\}|\\.|\[:[a-z]+:\]|(.)-(.)|.", inner, re.DOTALL):
+        text = m[0]
+        if text.startswith(("\\p", "\\P")) or (m[1] is not None and int(m[1], 16) >= 0x80):
+            open_ended = True
+        elif m[2] is not None and not (m[2].isascii() and m[3].isascii()):
+            open_ended = True
+        elif len(text) == 1 and not text.isascii():
+            wide.append(text)
+        else:
+            ascii_part.append(text)
+    return "".join(ascii_part), wide, open_ended
+
+
+def utf8_bytes(pattern: str) -> str:
+    """A pattern beyond ASCII, written for RE2 over raw bytes (Latin-1) the way UTF-8 spells its text.
+
+    Over Latin-1, `.` and a class are one byte while a character of Chinese text is three:
+    `[显内]存` would look for one of six bytes, and `..不足` could never match two Chinese
+    characters before it. So each construct that stands for one character of text stands
+    for one UTF-8 character of bytes: a literal for its bytes, a class for its ASCII members
+    or the bytes of its other ones, `.` and a negated class for any one character. A run
+    (`*`, `+`, `{m,}`) of `.` or of a negated class is a run of bytes already and is kept
+    (a bound counts bytes, not characters). Where a class holds a range or a Unicode class
+    beyond ASCII, any character beyond ASCII stands for it: a superset, which the decoded
+    line confirms.
+    """
+
+    def token(m: re.Match[str]) -> str:
+        text = m[0]
+        run = bool(_REPEAT.match(pattern, m.end()))
+        code = m[1] or m[2]
+        if code is not None:
+            return text if int(code, 16) < 0x80 else _utf8(chr(int(code, 16)))
+        if text.startswith(("\\p", "\\P")):
+            return _UTF8_CHAR
+        if text.startswith("\\Q"):
+            return _utf8(text[2:].removesuffix("\\E"))
+        if text == "." or text in ("\\S", "\\W", "\\D"):
+            return text if run else (_UTF8_CHAR if text == "." else f"(?:{text}|{_UTF8_WIDE})")
+        if text.startswith("\\") or m[3] is not None or text in ("^", "$"):
+            return text
+        if text.startswith("["):
+            negated = text.startswith("[^")
+            ascii_part, wide, open_ended = _class_members(text[2 if negated else 1 : -1])
+            if negated:
+                if run:
+                    return f"[^{ascii_part}]" if ascii_part else r"[^\n]"
+                return rf"(?:[^{ascii_part}\x80-\xff]|{_UTF8_WIDE})"
+            parts = [f"[{ascii_part}]"] if ascii_part else []
+            parts += [_UTF8_WIDE] if open_ended else [_utf8(c) for c in wide]
+            return "(?:" + "|".join(parts) + ")"
+        return _utf8(text)  # a character beyond ASCII
+
+    return _BYTES_TOKEN.sub(token, pattern)

@@ -8,7 +8,7 @@ from typing import Any
 
 import re2
 
-from app.core.engine.rewrites import frame_anchors, relaxed
+from app.core.engine.rewrites import frame_anchors, relaxed, utf8_bytes
 
 
 def _re2_options(*, latin1: bool) -> Any:
@@ -34,7 +34,10 @@ _LOCATE.never_capture = True
 
 
 def scan_pattern(pattern: str, *, relax: bool = False) -> bytes:
-    # (?m): ^ and $ work per line inside a chunk, as they do on a single line.
+    # (?m): ^ and $ work per line inside a chunk, as they do on a single line. A pattern
+    # beyond ASCII is spelled in UTF-8 bytes, so that `.` and classes take whole characters.
+    if not pattern.isascii():
+        pattern = utf8_bytes(pattern)
     return ("(?m)" + (relaxed(pattern) if relax else frame_anchors(pattern))).encode("utf-8")
 
 
