@@ -228,7 +228,7 @@ def startup_table(tracelore: str, libraries: dict[str, Path], repeat: int, out: 
             "    t = time.perf_counter(); lib = load_library(pathlib.Path(sys.argv[1]), cache=cache)\n"
             "    times.append(time.perf_counter() - t)\n"
             "import re2\n"
-            "from app.core.knowledge.engines import SCAN as _SCAN\nfrom app.core.engine.rewrites import relaxed\n"
+            "from app.core.knowledge.engines import SCAN as _SCAN\nfrom app.core.patterns.rewrites import relaxed\n"
             "t = time.perf_counter(); s = re2.Set.SearchSet(_SCAN)\n"
             "for p in lib.regexes: s.Add(('(?m)' + relaxed(p)).encode())\n"
             "s.Compile(); print(len(lib.regexes), *times, time.perf_counter() - t)\n"

@@ -55,7 +55,7 @@ LOG_READING = (
 )
 # The core modules that touch files: the log reader, and the library's loading (with its parse
 # cache) and linting.
-CORE_FILE_IO = {"engine/reader.py", "knowledge/loading.py", "knowledge/parse_cache.py", "knowledge/lint.py"}
+CORE_FILE_IO = {"engine/reader.py", "knowledge/loading.py", "knowledge/parse_cache.py", "authoring/lint.py"}
 # The longest a module of app/ may be, in lines; and the modules allowed past it, each with why.
 MAX_MODULE_LINES = 400
 LONG_MODULES: dict[str, str] = {}
@@ -195,6 +195,58 @@ def test_cli_uses_only_the_web_entry_points() -> None:
 
 def test_cli_commands_never_import_their_group() -> None:
     assert cli_cycle_offenders(APP) == []
+
+
+# The core's order, bottom first: a part imports only parts below it, so none import each
+# other. Times and labels, then the models; the patterns' rewrites under the library and the
+# redaction that both scan with; the library below the engine that runs it; selection and
+# rendering over the engine's results; the work on the library itself (lint, explain) on top.
+CORE_ORDER: tuple[frozenset[str], ...] = tuple(
+    frozenset(level.split())
+    for level in (
+        "times env_labels",
+        "models",
+        "stored patterns",
+        "redaction",
+        "knowledge",
+        "engine",
+        "selection",
+        "rendering keep",
+        "authoring",
+        "__init__",
+    )
+)
+
+
+def _core_part(path: Path, core: Path) -> str:
+    first = path.relative_to(core).parts[0]
+    return first.removesuffix(".py")
+
+
+def core_order_offenders(root: Path, order: tuple[frozenset[str], ...] = CORE_ORDER) -> list[str]:
+    """Imports inside app/core that go up or sideways in its order (or from a part it does not place)."""
+    core = root / "core"
+    level = {part: i for i, parts in enumerate(order) for part in parts}
+    found = []
+    for path, tree in _modules(core, "**/*.py"):
+        part = _core_part(path, core)
+        for name, _ in imports(tree):
+            if not name.startswith("app.core.") or name.split(".")[2] == part:
+                continue
+            target = name.split(".")[2]
+            if part not in level or target not in level or level[target] >= level[part]:
+                found.append(f"{path.relative_to(root)} imports {name}")
+    return found
+
+
+def test_the_core_keeps_its_order() -> None:
+    assert core_order_offenders(APP) == []
+
+
+def test_every_part_of_the_core_has_its_place() -> None:
+    parts = {_core_part(p, APP / "core") for p in (APP / "core").iterdir() if p.suffix == ".py" or p.is_dir()}
+    placed = set().union(*CORE_ORDER)
+    assert parts - {"__pycache__"} == placed
 
 
 # Each rule fires on a planted violation (and lets the same tree's allowed code pass).
@@ -413,3 +465,21 @@ def test_the_route_length_rule_fires(tmp_path: Path) -> None:
     body = "".join(f"    x{i} = {i}\n" for i in range(MAX_ROUTE_LINES))
     root = _plant(tmp_path, {"r.py": f"@router.post('/a')\ndef a():\n{body}\n\ndef helper():\n{body}{body}\n"})
     assert long_routes(root) == [f"r.py:a has {MAX_ROUTE_LINES + 1} lines (at most {MAX_ROUTE_LINES})"]
+
+
+def test_the_core_order_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "core/engine/run.py": "from app.core.knowledge.loading import Library\nfrom app.core.engine import x\n",
+            "core/knowledge/loading.py": "from app.core.engine.run import run\n",
+            "core/models.py": "from app.core.times import Yearless\n",
+            "core/times.py": "from app.core.models import Diagnosis\n",
+            "core/new/part.py": "from app.core.models import Diagnosis\n",
+        },
+    )
+    assert core_order_offenders(root) == [
+        "core/knowledge/loading.py imports app.core.engine.run",
+        "core/new/part.py imports app.core.models",
+        "core/times.py imports app.core.models",
+    ]

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli import main
-from app.core.knowledge.authoring import AuthoringError, append_example, cut_excerpt, parse_range
+from app.core.authoring.examples import AuthoringError, append_example, cut_excerpt, parse_range
 from app.core.knowledge.loading import load_library
 from app.core.knowledge.parsing import parse_signature
 from tests.test_cli_reports import WEAK

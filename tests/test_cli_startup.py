@@ -48,7 +48,7 @@ NOT_IMPORTED = (
     "app.evaluation.corpus",
     "app.evaluation.evaluate",
     "app.core.rendering.ci",
-    "app.core.knowledge.lint",
+    "app.core.authoring.lint",
     "app.cli.serve",
     "app.cli.admin",
     "app.cli.authoring",

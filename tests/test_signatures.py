@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.core import diagnose, load_library
-from app.core.knowledge.lint import check_examples, lint, load_taxonomy
+from app.core.authoring.lint import check_examples, lint, load_taxonomy
 from app.core.knowledge.loading import Library, load_signatures
 from app.core.knowledge.schema import Signature
 

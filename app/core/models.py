@@ -22,8 +22,8 @@ from pydantic import (
     WrapValidator,
 )
 
-from app.core.engine.times import OLD_SENTINEL_YEAR, Yearless
 from app.core.env_labels import ENV_LABELS
+from app.core.times import OLD_SENTINEL_YEAR, Yearless
 
 SCHEMA_VERSION = 1
 

@@ -13,10 +13,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from app.core.authoring.lint import load_taxonomy
 from app.core.engine.diagnose import diagnose_many
 from app.core.engine.prefixes import parse_prefixes
 from app.core.engine.reader import strip_ansi
-from app.core.knowledge.lint import load_taxonomy
 from app.core.knowledge.loading import Library
 from app.core.knowledge.scoring import (
     ESTABLISHED,

@@ -11,9 +11,9 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
 from app.core.engine.fill import template
-from app.core.engine.times import Yearless, comparable, span
 from app.core.models import Candidate, Evidence
 from app.core.rendering.text import merged_spans
+from app.core.times import Yearless, comparable, span
 from app.resources import resource_dir
 from app.web.upload import human_bytes
 

@@ -11,8 +11,8 @@ import regex
 
 from app.core.engine.diagnose import diagnose
 from app.core.knowledge.loading import Library
+from app.core.patterns.literals import atoms, to_js
 from app.core.selection.excerpt import Excerpt, diagnose_excerpt
-from app.core.selection.literals import atoms, to_js
 from app.core.selection.rules import prefilter_spec
 from app.core.selection.selector import Selector, physical_lines, select_evidence
 from app.errors import EmptyLog, Invalid
@@ -323,7 +323,7 @@ def test_the_block_path_finds_what_the_line_rules_find_beyond_ascii(rules: dict[
 def test_a_byte_screen_matches_every_line_whose_text_the_pattern_matches(pattern: str) -> None:
     import re2
 
-    from app.core.engine.rewrites import byte_superset
+    from app.core.patterns.rewrites import byte_superset
 
     options = re2.Options()
     options.encoding = re2.Options.Encoding.LATIN1

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.core import diagnose
+from app.core.authoring.lint import _adversarial, _each_pattern, check_backtracking
 from app.core.engine.reader import iter_chunks, read_lines
-from app.core.knowledge.lint import _adversarial, _each_pattern, check_backtracking
 from app.core.knowledge.loading import Library, compile_re2, compile_text, load_signatures, pattern_problem
 from app.core.redaction.redactor import DEFAULT
 from app.errors import EmptyLog

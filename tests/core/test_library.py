@@ -12,9 +12,9 @@ import regex
 
 import app.core.knowledge.loading as library_module
 from app.core.engine.diagnose import diagnose
-from app.core.engine.rewrites import frame_anchors, relaxed
 from app.core.knowledge.loading import load_library, signature_files
 from app.core.knowledge.parse_cache import ParseCache, schema_fingerprint
+from app.core.patterns.rewrites import frame_anchors, relaxed
 from app.errors import LibraryError
 
 SIGNATURES = Path(__file__).resolve().parents[2] / "signatures"

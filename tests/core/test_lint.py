@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from app.cli import main
-from app.core.knowledge.lint import CHECKS, FILE_CHECKS, Taxonomy, lint, load_taxonomy
+from app.core.authoring.lint import CHECKS, FILE_CHECKS, Taxonomy, lint, load_taxonomy
 from app.core.knowledge.loading import Library, load_library
 from app.errors import LibraryError
 

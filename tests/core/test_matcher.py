@@ -9,10 +9,10 @@ import regex
 
 from app.core.engine.file_scan import FileScan
 from app.core.engine.matcher import matching_lines, scan_file
-from app.core.engine.re2calls import find
 from app.core.engine.reader import Block, Chunk, count_newlines, iter_blocks, iter_chunks, make_line
 from app.core.engine.scanner import KEEP_FIRST, KEEP_LINES, NARROW_FROM
 from app.core.knowledge.loading import Library
+from app.core.patterns.re2calls import find
 from bench.dense import library_examples
 from bench.loggen import generate
 from tests.core.conftest import library, signature

@@ -9,8 +9,8 @@ import pytest
 
 from app.core.engine.diagnose import diagnose_many
 from app.core.engine.prefixes import parse_prefixes
-from app.core.engine.times import Yearless
 from app.core.knowledge.loading import Library
+from app.core.times import Yearless
 from app.evaluation.corpus import load_case
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "cases"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.engine.re2calls import find, search_text
 from app.core.knowledge.loading import compile_re2, compile_text
+from app.core.patterns.re2calls import find, search_text
 
 CASES = [
     (r"(?P<a>é+)x(?P<b>\d+)?(?P<c>z)?", "ab ééx12 tail"),

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from app.core.engine.diagnose import diagnose, diagnose_many
-from app.core.engine.re2calls import find
 from app.core.knowledge.loading import Library, load_library
 from app.core.knowledge.screen import SCREEN_BYTES, SCREEN_TOTAL, PatternSet
+from app.core.patterns.re2calls import find
 from app.evaluation.corpus import load_corpus
 from tests.support import REPO, SIGNATURES
 

@@ -11,10 +11,10 @@ import pytest
 from app.core.engine.diagnose import diagnose, diagnose_many
 from app.core.engine.found import Position
 from app.core.engine.prefixes import parse_prefixes
-from app.core.engine.times import Yearless, span, year_resolver
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis
 from app.core.rendering.text import render_markdown, render_text
+from app.core.times import Yearless, span, year_resolver
 from app.errors import TraceloreError
 from app.evaluation.corpus import load_corpus
 

@@ -10,10 +10,10 @@ import pytest
 import re2
 import yaml
 
+from app.core.authoring.lint import lint
+from app.core.authoring.unknowns import draft_signature, fingerprint, template, unknown_lines
 from app.core.engine.diagnose import diagnose_many
-from app.core.knowledge.lint import lint
 from app.core.knowledge.loading import Library, load_library
-from app.core.knowledge.unknowns import draft_signature, fingerprint, template, unknown_lines
 from app.evaluation.corpus import load_corpus
 from tests.support import library_without
 

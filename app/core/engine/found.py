@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.core.engine.file_scan import FileScan, LineHit
-from app.core.engine.times import comparable
 from app.core.knowledge.schema import Pattern, Signature
+from app.core.times import comparable
 
 ROOT_RANK_FACT = "root_rank"  # capture name of a launcher's "first observed failure" rank
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.core.engine.file_scan import FileScan, LineHit
-from app.core.engine.times import comparable, span
 from app.core.knowledge.loading import Library
 from app.core.models import Candidate, HangLine, HangSuspect, Line
+from app.core.times import comparable, span
 
 HANG_IDS = frozenset({"nccl.watchdog_timeout", "dist.gloo_timeout", "dist.heartbeat_monitor_stuck"})
 # The lines only a rank that waited prints (pattern names in signatures/distributed/). Not the

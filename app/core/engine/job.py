@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 
 from app.core.engine.file_scan import FileScan
-from app.core.engine.times import year_resolver
 from app.core.models import Line
+from app.core.times import year_resolver
 
 # A rank in a file's name: "rank3.log", "node1-rank3.out", "rank_3.txt", else, among the
 # files of one job, a number the name ends with: "worker-3.log", "train-3.err" (a bare "node1"

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
 from typing import Any
 
-from app.core.engine.re2calls import UNANCHORED, find, set_matcher, spans_of
 from app.core.engine.reader import Chunk
+from app.core.patterns.re2calls import UNANCHORED, find, set_matcher, spans_of
 
 NARROW_PIECE = 1024  # bytes the Set narrows to (whole lines): finer costs more Set calls than it saves searching
 WHOLE: tuple[tuple[int, int | None], ...] = ((0, None),)  # a whole chunk, as spans

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 
-from app.core.engine.times import Yearless
+from app.core.times import Yearless
 
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
@@ -32,7 +32,7 @@ def _iso(m: re.Match[str]) -> datetime | None:
 
 
 def _glog(m: re.Match[str]) -> datetime | None:
-    # glog has no year: the job lends it one (app.core.engine.times); until then it is Yearless,
+    # glog has no year: the job lends it one (app.core.times); until then it is Yearless,
     # comparable only with other year-less times. Read by hand: strptime costs more than
     # the rest of a line's parsing.
     md, clock = m["md"], m["clock"]

@@ -24,7 +24,6 @@ from app.core.engine.environment import judge_versions
 from app.core.engine.file_scan import FileScan, LineHit, PatternHits
 from app.core.engine.fill import fill
 from app.core.engine.found import ROOT_RANK_FACT, Found
-from app.core.engine.times import began, comparable
 from app.core.knowledge.loading import Library
 from app.core.knowledge.schema import Pattern, Signature
 from app.core.models import (
@@ -36,6 +35,7 @@ from app.core.models import (
     Role,
     entry_path,
 )
+from app.core.times import began, comparable
 
 SURVIVED_PROGRESS = 10  # progress lines after a failure that mean the run went on
 QUIET_PROGRESS = 3  # fewer suffice when nothing else fails after it (a retry that recovered)

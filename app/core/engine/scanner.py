@@ -22,10 +22,10 @@ from app.core.engine.locate import (
     piece_spans,
     progress_lines,
 )
-from app.core.engine.re2calls import TextMatch, find, search_text
 from app.core.engine.reader import Block, Chunk, count_newlines, make_line
 from app.core.knowledge.loading import Library
 from app.core.models import Line
+from app.core.patterns.re2calls import TextMatch, find, search_text
 from app.core.redaction.redactor import DEFAULT, Redactor
 
 KEEP_FIRST = 32  # hits per pattern and file kept with their text (evidence)

@@ -8,7 +8,7 @@ from typing import Any
 
 import re2
 
-from app.core.engine.rewrites import frame_anchors, relaxed, utf8_bytes
+from app.core.patterns.rewrites import frame_anchors, relaxed, utf8_bytes
 
 
 def _re2_options(*, latin1: bool) -> Any:

@@ -265,7 +265,7 @@ def _cached(sig: Signature) -> tuple[str, str, tuple[tuple[str, str, str], ...],
 
 def _atoms(signatures: Iterable[Signature]) -> dict[str, Atoms]:
     """Every pattern's atoms, as the screen compares them (worked out once, kept in the parse cache)."""
-    from app.core.selection.literals import atoms  # here: only a library being parsed needs it
+    from app.core.patterns.literals import atoms  # here: only a library being parsed needs it
 
     patterns = [p for _, _, p in builtin.PATTERNS]
     patterns += [p for sig in signatures for p, _ in _signature_patterns(sig)]

@@ -14,7 +14,7 @@ import pydantic
 import pydantic_core
 
 from app.core.knowledge import builtin, model_state, schema, screen
-from app.core.selection import literals
+from app.core.patterns import literals
 
 
 @functools.cache

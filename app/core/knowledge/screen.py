@@ -3,7 +3,7 @@ needs it, and, until then, a screen of a short text by the patterns' required li
 
 Building the Set of the library's ~1,100 patterns takes ~35 ms: most of what a one-shot
 command spends on a short log (a pasted traceback, the lines CI keeps). A pattern matches
-only a text holding one of its atoms (`app.core.selection.literals.atoms`, ASCII lower
+only a text holding one of its atoms (`app.core.patterns.literals.atoms`, ASCII lower
 case), so a short text is screened by the atoms it holds (~0.5 us a byte) and the few
 patterns left are searched alone, with the engines that locate their hits anyway. Past a
 few screened kilobytes the Set pays for itself, and it is built.

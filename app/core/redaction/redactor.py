@@ -24,8 +24,8 @@ from typing import Any
 
 import re2
 
-from app.core.engine.re2calls import find
-from app.core.engine.rewrites import open_repeats
+from app.core.patterns.re2calls import find
+from app.core.patterns.rewrites import open_repeats
 from app.core.redaction.guards import GUARDS, guard_token
 from app.core.redaction.guards import entropy as entropy  # importable from here, as before
 from app.core.redaction.guards import is_secret_env_name as is_secret_env_name

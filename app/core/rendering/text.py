@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.core.engine.environment import where
-from app.core.engine.times import comparable, span
 from app.core.models import (
     Candidate,
     Diagnosis,
@@ -16,6 +15,7 @@ from app.core.models import (
     UnknownStart,
 )
 from app.core.rendering.verdict import ending_sentence, quiet_heading, trust, verdict
+from app.core.times import comparable, span
 
 _ROLE_ORDER = ("initiating", "contributing", "collateral")
 

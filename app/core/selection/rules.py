@@ -37,7 +37,7 @@ from typing import Any
 
 from app.core.engine.scanner import KEEP_FIRST, KEEP_LINES, PROGRESS_TAIL
 from app.core.knowledge.loading import Library
-from app.core.selection.literals import atoms, to_js
+from app.core.patterns.literals import atoms, to_js
 
 SPEC_VERSION = 1
 HEAD_LINES = 50

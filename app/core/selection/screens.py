@@ -12,8 +12,8 @@ from typing import Any
 
 import re2
 
-from app.core.engine.rewrites import byte_superset
 from app.core.knowledge.screen import PART_PATTERNS, SetParts, build_set_parts
+from app.core.patterns.rewrites import byte_superset
 
 
 @dataclass(frozen=True)
