@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from app.core.engine.ending import run_ending
-from app.core.engine.environment import VERSIONED, read_environment, versions_of
+from app.core.engine.environment import VERSIONED, on_one_node, read_environment, versions_of
 from app.core.engine.file_scan import FileScan
 from app.core.engine.hangs import hang_suspect
 from app.core.engine.job import arrange, picked_lines
@@ -105,7 +105,9 @@ def assemble(
     versions = versions_of(environment)
     found, _ = find_signatures(library, scans, versions)
     benign = [f for f in found if f.sig.role == "benign"]
-    candidates = rank_found([f for f in found if f.sig.role != "benign"], scans)
+    candidates = rank_found(
+        [f for f in found if f.sig.role != "benign"], scans, one_node=on_one_node(environment, scans)
+    )
     if top is not None:
         candidates = candidates[:top]
     # How far to trust each named signature: what the corpus measured, said where the decision is made.

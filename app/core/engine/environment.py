@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from app.core.engine.file_scan import FileScan, LineHit
 from app.core.engine.fill import fill
+from app.core.engine.job import picked_lines
 from app.core.engine.versions import parse, same_version, satisfies
 from app.core.knowledge.loading import Library
 from app.core.knowledge.schema import Signature
@@ -175,6 +176,29 @@ def read_environment(library: Library, scans: Sequence[FileScan]) -> Environment
             *_support_conflicts(facts, several),
         ],
     )
+
+
+def on_one_node(environment: Environment, scans: Sequence[FileScan]) -> bool:
+    """Whether nothing in the job's lines shows it on more than one node.
+
+    A node count above one (torchrun's --nnodes, its agent's group_world_size, Slurm's), a world
+    size or a rank beyond the ranks one node runs (--nproc_per_node), or lines from two hosts.
+    """
+
+    def stated(name: str) -> list[int]:
+        return [int(f.value) for f in environment.facts if f.name == name and f.value.isdigit()]
+
+    if any(n > 1 for n in stated("nodes")):
+        return False
+    lines = [line for scan in scans for line in picked_lines(scan)]
+    if per_node := stated("ranks_per_node"):
+        most = max(per_node)
+        if any(w > most for w in stated("world_size")) or any(
+            line.rank is not None and line.rank >= most for line in lines
+        ):
+            return False
+    hosts = {line.host for line in lines if line.host} | {f.host for f in environment.facts if f.host}
+    return len(hosts) <= 1
 
 
 def _normal(fact: str, value: str) -> str:

@@ -94,7 +94,11 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
         r"\bInitializing distributed: GLOBAL_RANK: \d{1,6}, MEMBER: \d{1,6}/(?P<world_size>\d{1,6})\b",
     ),
     ("world_size_elastic", r"\bglobal_world_sizes=\[(?P<world_size>\d{1,6})"),
-    ("nodes", r"(?:--nnodes[= ]|\bSLURM_NNODES=|\bSLURM_JOB_NUM_NODES=|\bmax_nodes\s{0,20}: )(?P<nodes>\d{1,6})\b"),
+    (
+        "nodes",
+        r"(?:--nnodes[= ]|\bSLURM_NNODES=|\bSLURM_JOB_NUM_NODES=|\bmax_nodes\s{0,20}: |\bgroup_world_size=)"
+        r"(?P<nodes>\d{1,6})\b",
+    ),
     ("ranks_per_node", r"(?:--nproc[_-]per[_-]node[= ]|\bnproc_per_node\s{0,20}: )(?P<ranks_per_node>\d{1,4})\b"),
     (
         "launcher",
