@@ -47,3 +47,11 @@ def test_a_local_rank_of_a_job_on_several_nodes_names_no_rank(shipped_library: L
     two_nodes = b"  group_rank=0\n  group_world_size=2\n"
     killed = first("gh-dachengli1-longchat-9", shipped_library, before=two_nodes)
     assert (killed.id, killed.rank) == ("host.oom_killed", None)
+
+
+def test_nccl_s_own_lines_say_which_rank_a_process_is(shipped_library: Library) -> None:
+    """The NCCL WARN "Cuda failure 'out of memory'" of pid 3018451, whose send channels are rank 0's."""
+    d = diagnose_many(load_case(CORPUS / "gh-pku-yuangroup-open-sora-plan-386").read(), shipped_library, threads=1)
+    oom = d.candidates[0]
+    assert (oom.id, oom.role, oom.rank) == ("cuda.oom", "initiating", 0)
+    assert "3018451" in oom.evidence[0].text

@@ -13,6 +13,7 @@ from app.core.engine.hangs import hang_suspect
 from app.core.engine.job import arrange, picked_lines
 from app.core.engine.left_over import harmless, unexplained, unrecognised_start
 from app.core.engine.matcher import scan_file
+from app.core.engine.nccl_ranks import STATING, lend_nccl_ranks
 from app.core.engine.ranker import find_signatures, rank_found
 from app.core.engine.reader import Source, iter_blocks, source_name
 from app.core.knowledge.loading import Library
@@ -101,6 +102,7 @@ def assemble(
 ) -> Diagnosis:
     """Rank what the scans found into a `Diagnosis` (`written`: when the logs were last written)."""
     scans = arrange(scans, written)
+    lend_nccl_ranks(scans, [idx for idx in library.kinds["version"] if library.rules[idx][0].name in STATING])
     environment = read_environment(library, scans)
     versions = versions_of(environment)
     found, _ = find_signatures(library, scans, versions)

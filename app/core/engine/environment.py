@@ -25,7 +25,10 @@ MAX_FACTS = 80  # distinct facts kept: a pip freeze of every package is not the 
 
 # Group name -> fact name, where they differ.
 _RENAMED = {"python_path": "python", "smi_gpu": "gpu", "gpu_memory_mib": "gpu_memory", "torch_release": "torch"}
-_SKIPPED = {"gpu_index", "smi_index", "pkg", "pkg_version", "pkg_release", "cuda_driver_code", "launcher"}
+_SKIPPED = {
+    *("gpu_index", "smi_index", "pkg", "pkg_version", "pkg_release", "cuda_driver_code", "launcher"),
+    "nccl_rank",  # a process's rank in its communicator: app/core/engine/nccl_ranks.py
+}
 
 # Facts whose values differ across ranks only when the ranks really ran different software.
 VERSIONED = (
