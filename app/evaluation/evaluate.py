@@ -258,6 +258,12 @@ def _sight_json(g: SightGroup) -> dict[str, Any]:
     }
 
 
+def _rank_miss_line(o: Outcome) -> str:
+    named = "no rank" if o.rank is None else f"rank {o.rank}"
+    top = "" if o.right else f" (and the class: got {o.top})"
+    return f"  {o.case}: rank {o.expected_rank}, named {named}{top}"
+
+
 def render_text(report: Report, thresholds: Mapping[str, float], *, worst: int = 10) -> str:
     outside = sum(report.unknown_classes.values())
     out = [
@@ -287,6 +293,10 @@ def render_text(report: Report, thresholds: Mapping[str, float], *, worst: int =
     if report.misses:
         out += ["", "misses:"]
         out += [f"  {m.case}: expected {m.expected}, got {m.got}" for m in report.misses]
+    rank_misses = report.rank_misses()
+    if rank_misses:
+        out += ["", "rank misses (the rank the label names, the rank named first):"]
+        out += [_rank_miss_line(o) for o in rank_misses]
     if report.tags:
         out += ["", "by kind of log (right or clean / cases):"]
         out += [f"  {t:<17} {ratio}" for t, ratio in report.tags.items()]
@@ -352,6 +362,10 @@ def render_json(report: Report, thresholds: Mapping[str, float]) -> str:
         "confusions": [{"expected": e, "got": g, "count": n} for e, g, n in report.confusions],
         "misses": [
             {"case": m.case, "expected": m.expected, "got": m.got, "ranked": list(m.ranked)} for m in report.misses
+        ],
+        "rank_misses": [
+            {"case": o.case, "expected_rank": o.expected_rank, "rank": o.rank, "class_right": o.right}
+            for o in report.rank_misses()
         ],
         "unknown_classes": dict(report.unknown_classes),
         "first_sight": [_sight_json(g) for g in report.first_sight],

@@ -375,7 +375,8 @@ def test_two_nodes_with_drivers_for_different_cuda_versions_are_a_conflict(shipp
         ("cuda_driver", "12.4", 8, "agzen-master"),
     ]
     assert conflict.summary == (
-        "nodes of one job report different cuda_driver versions: 12.2 (line 4, host agzen-worker); "
+        # the worker's process says it is rank 1 ("ncclCommInitRank comm 0x... rank 1 nranks 2")
+        "nodes of one job report different cuda_driver versions: 12.2 (line 4, rank 1); "
         "12.4 (line 8, host agzen-master)"
     )
     lines = NCCL_TESTS_284.split("\n")

@@ -21,6 +21,15 @@ CASES = [
     ("[default3]:RuntimeError: x", 3, None, None, "RuntimeError: x"),
     ("3: RuntimeError: x", 3, None, None, "RuntimeError: x"),
     ("[1,3]<stderr>: RuntimeError: x", 3, None, None, "RuntimeError: x"),
+    # horovodrun (Gloo): "[3]<stderr>:", with --prefix-timestamp after time.asctime()
+    ("[3]<stderr>:Segmentation fault (core dumped)", 3, None, None, "Segmentation fault (core dumped)"),
+    (
+        "Mon Jun  7 11:51:57 2021[2]<stderr>:  what():  HTTP request failed.",
+        2,
+        None,
+        datetime(2021, 6, 7, 11, 51, 57),
+        " what():  HTTP request failed.",
+    ),
     ("worker-1: RuntimeError: x", None, "worker-1", None, "RuntimeError: x"),
     (
         "node001: [2024-06-14 10:12:33,456] [INFO] x",

@@ -138,6 +138,7 @@ def test_rank_right_counts_failures_whose_label_names_a_rank() -> None:
     report = score([unlabelled, on_rank, other_rank, wrong_class], layer_of=LAYERS, known=LAYERS)
     assert (report.rank_right.hits, report.rank_right.total) == (1, 3)
     assert report.below({"rank_right": 0.95}) == ["rank_right 0.333 is below the threshold 0.950"]
+    assert [o.case for o in report.rank_misses()] == ["c", "d"]
 
 
 def test_thresholds_hold_the_established_and_the_sampled_cases_apart() -> None:

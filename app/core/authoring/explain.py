@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.core.engine.diagnose import Progress, scan_sources
-from app.core.engine.environment import read_environment, versions_of
+from app.core.engine.environment import on_one_node, read_environment, versions_of
 from app.core.engine.file_scan import FileScan
 from app.core.engine.ranker import _Judge, find_signatures, rank_found
 from app.core.engine.reader import Source
@@ -73,8 +73,9 @@ def explain(
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise NotFound(f"no signature {signature_id!r} in the library{hint}")
     scans = scan_sources(sources, library, progress=progress)
-    found, rejected = find_signatures(library, scans, versions_of(read_environment(library, scans)))
-    candidates = rank_found(found, scans)
+    environment = read_environment(library, scans)
+    found, rejected = find_signatures(library, scans, versions_of(environment))
+    candidates = rank_found(found, scans, one_node=on_one_node(environment, scans))
     candidate = next((c for c in candidates if c.id == sig.id), None)
     initiating = next((c for c in candidates if c.role == "initiating"), None)
 

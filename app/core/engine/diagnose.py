@@ -7,12 +7,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from app.core.engine.ending import run_ending
-from app.core.engine.environment import VERSIONED, read_environment, versions_of
+from app.core.engine.environment import VERSIONED, on_one_node, read_environment, versions_of
 from app.core.engine.file_scan import FileScan
 from app.core.engine.hangs import hang_suspect
 from app.core.engine.job import arrange, picked_lines
 from app.core.engine.left_over import harmless, unexplained, unrecognised_start
 from app.core.engine.matcher import scan_file
+from app.core.engine.nccl_ranks import STATING, lend_nccl_ranks
 from app.core.engine.ranker import find_signatures, rank_found
 from app.core.engine.reader import Source, iter_blocks, source_name
 from app.core.knowledge.loading import Library
@@ -101,11 +102,14 @@ def assemble(
 ) -> Diagnosis:
     """Rank what the scans found into a `Diagnosis` (`written`: when the logs were last written)."""
     scans = arrange(scans, written)
+    lend_nccl_ranks(scans, [idx for idx in library.kinds["version"] if library.rules[idx][0].name in STATING])
     environment = read_environment(library, scans)
     versions = versions_of(environment)
     found, _ = find_signatures(library, scans, versions)
     benign = [f for f in found if f.sig.role == "benign"]
-    candidates = rank_found([f for f in found if f.sig.role != "benign"], scans)
+    candidates = rank_found(
+        [f for f in found if f.sig.role != "benign"], scans, one_node=on_one_node(environment, scans)
+    )
     if top is not None:
         candidates = candidates[:top]
     # How far to trust each named signature: what the corpus measured, said where the decision is made.

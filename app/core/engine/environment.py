@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from app.core.engine.file_scan import FileScan, LineHit
 from app.core.engine.fill import fill
+from app.core.engine.job import picked_lines
 from app.core.engine.versions import parse, same_version, satisfies
 from app.core.knowledge.loading import Library
 from app.core.knowledge.schema import Signature
@@ -24,7 +25,10 @@ MAX_FACTS = 80  # distinct facts kept: a pip freeze of every package is not the 
 
 # Group name -> fact name, where they differ.
 _RENAMED = {"python_path": "python", "smi_gpu": "gpu", "gpu_memory_mib": "gpu_memory", "torch_release": "torch"}
-_SKIPPED = {"gpu_index", "smi_index", "pkg", "pkg_version", "pkg_release", "cuda_driver_code", "launcher"}
+_SKIPPED = {
+    *("gpu_index", "smi_index", "pkg", "pkg_version", "pkg_release", "cuda_driver_code", "launcher"),
+    "nccl_rank",  # a process's rank in its communicator: app/core/engine/nccl_ranks.py
+}
 
 # Facts whose values differ across ranks only when the ranks really ran different software.
 VERSIONED = (
@@ -175,6 +179,29 @@ def read_environment(library: Library, scans: Sequence[FileScan]) -> Environment
             *_support_conflicts(facts, several),
         ],
     )
+
+
+def on_one_node(environment: Environment, scans: Sequence[FileScan]) -> bool:
+    """Whether nothing in the job's lines shows it on more than one node.
+
+    A node count above one (torchrun's --nnodes, its agent's group_world_size, Slurm's), a world
+    size or a rank beyond the ranks one node runs (--nproc_per_node), or lines from two hosts.
+    """
+
+    def stated(name: str) -> list[int]:
+        return [int(f.value) for f in environment.facts if f.name == name and f.value.isdigit()]
+
+    if any(n > 1 for n in stated("nodes")):
+        return False
+    lines = [line for scan in scans for line in picked_lines(scan)]
+    if per_node := stated("ranks_per_node"):
+        most = max(per_node)
+        if any(w > most for w in stated("world_size")) or any(
+            line.rank is not None and line.rank >= most for line in lines
+        ):
+            return False
+    hosts = {line.host for line in lines if line.host} | {f.host for f in environment.facts if f.host}
+    return len(hosts) <= 1
 
 
 def _normal(fact: str, value: str) -> str:

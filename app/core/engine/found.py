@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -10,6 +11,9 @@ from app.core.knowledge.schema import Pattern, Signature
 from app.core.times import comparable
 
 ROOT_RANK_FACT = "root_rank"  # capture name of a launcher's "first observed failure" rank
+# Capture name of the local rank torchrun's agent names when it first sees a worker fail
+# ("failed (exitcode: -9) local_rank: 4 (pid: ...)"): the global rank too when the job runs on one node.
+AGENT_LOCAL_RANK_FACT = "failed_local_rank"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +56,17 @@ class Found:
     def position(self) -> Position:
         scan, hit = self.first
         return Position(scan.index, hit.line.no, hit.line.time)
+
+
+def hit_rank(hit: LineHit) -> int | None:
+    """The rank a hit is on: its line's launcher prefix, else the rank its own message states
+    (a fingerprint's `rank` group: Megatron's "Rank 3: found NaN ...", c10d's "[Rank 3] Watchdog ...")."""
+    if hit.line.rank is not None:
+        return hit.line.rank
+    stated = hit.groups.get("rank", "")
+    return int(stated) if stated.isdigit() else None
+
+
+def stated_rank(terminal: Sequence[Found], fact: str) -> int | None:
+    """The first rank a launcher's line states under `fact`, among the final episode's failures."""
+    return next((int(f.facts[fact]) for f in terminal if f.facts.get(fact, "").isdigit()), None)

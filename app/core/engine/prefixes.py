@@ -101,6 +101,16 @@ RULES: tuple[PrefixRule, ...] = (
     _rule("torchrun", r"\[(?:rank|default)(?P<rank>\d{1,6})\]:[ ]?"),
     # Open MPI --tag-output: "[1,3]<stderr>:"
     _rule("mpirun", r"\[(?P<job>\d{1,6}),(?P<rank>\d{1,6})\]<(?:stdout|stderr|stddiag)>:[ ]?"),
+    # horovodrun's Gloo launcher: "[3]<stderr>:", after time.asctime() with --prefix-timestamp:
+    # "Mon Jun  7 11:51:57 2021[3]<stderr>:" (horovod/runner/common/util/safe_shell_exec.py,
+    # forward_stream: '{time}[{rank}]<{prefix}>:{line}', the slot's rank as its index)
+    _rule(
+        "horovodrun",
+        r"(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+        r" (?P<day>[ \d]\d) (?P<clock>\d\d:\d\d:\d\d) (?P<year>\d{4}))?"
+        r"\[(?P<rank>\d{1,6})\]<(?:stdout|stderr)>:[ ]?",
+        lambda m: _ctime(m) if m["clock"] else None,
+    ),
     # Slurm srun --label, and torchrun's "--tee" with a numeric line prefix: "3: "
     _rule("srun_label", r"(?P<rank>\d{1,6}): "),
     # NCCL debug lines: "host:pid:tid [3] NCCL INFO ..." (the NCCL word stays content). The

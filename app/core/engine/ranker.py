@@ -23,7 +23,7 @@ from app.core.engine.clues import CLUE_CAP, clue_note, rewrap_notes, unique_cont
 from app.core.engine.environment import judge_versions
 from app.core.engine.file_scan import FileScan, LineHit, PatternHits
 from app.core.engine.fill import fill
-from app.core.engine.found import ROOT_RANK_FACT, Found
+from app.core.engine.found import AGENT_LOCAL_RANK_FACT, ROOT_RANK_FACT, Found, hit_rank, stated_rank
 from app.core.knowledge.loading import Library
 from app.core.knowledge.schema import Pattern, Signature
 from app.core.models import (
@@ -178,9 +178,9 @@ def find_signatures(
         for _, hit, _, _ in sorted(hits, key=lambda h: (h[3] != "fingerprint", h[0].index, h[1].line.no)):
             for key, value in hit.groups.items():
                 facts.setdefault(key, value.strip())
-        ranks = {h[1].line.rank for h in fingerprints if h[1].line.rank is not None}
-        if first_hit.line.rank is not None:
-            facts.setdefault("rank", str(first_hit.line.rank))
+        ranks = {r for h in fingerprints if (r := hit_rank(h[1])) is not None}
+        if (first_rank := hit_rank(first_hit)) is not None:
+            facts["rank"] = str(first_rank)
         found.append(
             Found(
                 sig=sig,
@@ -236,8 +236,9 @@ def _survived(f: Found, scans: Sequence[FileScan]) -> int:
     return best
 
 
-def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]:
-    """Give each found signature its role and order them best first."""
+def rank_found(found: list[Found], scans: Sequence[FileScan], *, one_node: bool = False) -> list[Candidate]:
+    """Give each found signature its role and order them best first (`one_node`: the job ran on one
+    node, so the local rank torchrun's agent names as the first failed worker is its global rank)."""
     terminal: list[Found] = []
     earlier: list[tuple[Found, int]] = []
     for f in found:
@@ -259,10 +260,9 @@ def rank_found(found: list[Found], scans: Sequence[FileScan]) -> list[Candidate]
             roles[f.sig.id] = ("collateral", None, "a report of a failure, not a cause of its own")
 
     roots = [f for f in terminal if f.sig.id not in roles]
-    root_rank = next(
-        (int(f.facts[ROOT_RANK_FACT]) for f in terminal if f.facts.get(ROOT_RANK_FACT, "").lstrip("-").isdigit()),
-        None,
-    )
+    root_rank = stated_rank(terminal, ROOT_RANK_FACT)
+    if root_rank is None and one_node:
+        root_rank = stated_rank(terminal, AGENT_LOCAL_RANK_FACT)
     # Only a root failure can start the run (all echoes: the diagnosis names the unrecognised start).
     initiating = _choose_initiating(roots, root_rank)
     if initiating is not None:
@@ -352,7 +352,8 @@ def _candidate(
 ) -> Candidate:
     scan, hit = f.first
     sig = f.sig
-    rank = hit.line.rank if hit.line.rank is not None else stated  # a launcher's Root Cause rank
+    own = hit_rank(hit)
+    rank = own if own is not None else stated  # else a launcher's Root Cause rank
     facts = f.facts if rank is None or "rank" in f.facts else {**f.facts, "rank": str(rank)}
     why = "; ".join([why, *f.notes])
     return Candidate(

@@ -44,6 +44,17 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("driver_too_old", r"driver on your system is too old \(found version (?P<cuda_driver_code>\d{4,6})\)"),
     ("nccl_driver", r"\bNCCL INFO cudaDriverVersion (?P<cuda_driver_code>\d{4,6})\b"),
     ("nccl", r"\bNCCL version (?P<nccl>\d{1,2}\.\d{1,3}\.\d{1,3})\b"),
+    # The rank a process is in its communicator, from NCCL_DEBUG=INFO lines (not facts of their own:
+    # app/core/engine/nccl_ranks.py lends it to the process's other NCCL lines). init.cc:
+    # "comm 0x55fb6f3ce680 rank 0 nranks 4 cudaDev 0 ... - Init COMPLETE"; a send connection
+    # (transport/shm.cc, p2p.cc, net.cc): "Channel 00/0 : 0[1020] -> 2[1040] [send] via NET/IB/0",
+    # this rank first (a "[receive]" line names the peer first).
+    ("nccl_comm_rank", r"\bcomm 0x[0-9a-f]{1,16} rank (?P<nccl_rank>\d{1,6}) nranks \d{1,6}\b"),
+    (
+        "nccl_send_rank",
+        r"\bChannel \d{1,3}(?:/\d{1,3})? : (?P<nccl_rank>\d{1,6})\[[0-9a-fx]{1,16}\] -> \d{1,6}\[[0-9a-fx]{1,16}\]"
+        r"(?: \[send\])? via ",
+    ),
     ("cudnn", r"\bcu[dD][nN][nN] version:? (?P<cudnn>\d{1,2}\.\d{1,2}\.\d{1,2})\b"),
     ("python", r"\bPython (?:version:? )?(?P<python>3\.\d{1,2}\.\d{1,2})\b"),
     ("python_path", r"/python(?P<python_path>3\.\d{1,2})/(?:site|dist)-packages/"),
@@ -94,7 +105,11 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
         r"\bInitializing distributed: GLOBAL_RANK: \d{1,6}, MEMBER: \d{1,6}/(?P<world_size>\d{1,6})\b",
     ),
     ("world_size_elastic", r"\bglobal_world_sizes=\[(?P<world_size>\d{1,6})"),
-    ("nodes", r"(?:--nnodes[= ]|\bSLURM_NNODES=|\bSLURM_JOB_NUM_NODES=|\bmax_nodes\s{0,20}: )(?P<nodes>\d{1,6})\b"),
+    (
+        "nodes",
+        r"(?:--nnodes[= ]|\bSLURM_NNODES=|\bSLURM_JOB_NUM_NODES=|\bmax_nodes\s{0,20}: |\bgroup_world_size=)"
+        r"(?P<nodes>\d{1,6})\b",
+    ),
     ("ranks_per_node", r"(?:--nproc[_-]per[_-]node[= ]|\bnproc_per_node\s{0,20}: )(?P<ranks_per_node>\d{1,4})\b"),
     (
         "launcher",

@@ -193,6 +193,14 @@ class Report:
     # and over those sampled since ("sampled"), when the corpus holds both.
     parts: Mapping[str, Report] = field(default_factory=dict)
 
+    def rank_misses(self) -> list[Outcome]:
+        """The failures whose label names a rank and that were not named first on that rank."""
+        return [
+            o
+            for o in self.outcomes
+            if not o.healthy and o.expected_rank is not None and not (o.right and o.rank == o.expected_rank)
+        ]
+
     def changes(self, before: Mapping[str, bool]) -> tuple[list[Outcome], list[Outcome]]:
         """Against an earlier run's right/wrong per case: (now wrong, now right), common cases only."""
         worse = [o for o in self.outcomes if before.get(o.case) is True and not o.ok]
