@@ -40,8 +40,8 @@ def lend_nccl_ranks(scans: Sequence[FileScan], stating: Collection[int]) -> None
                     stated[proc].add(int(rank))
     one = {proc: next(iter(ranks)) for proc, ranks in stated.items() if len(ranks) == 1}
     claimed: dict[int, int] = defaultdict(int)
-    for rank in one.values():
-        claimed[rank] += 1
+    for stated_rank in one.values():
+        claimed[stated_rank] += 1
     lent = {proc: rank for proc, rank in one.items() if claimed[rank] == 1}
     if not lent:
         return
