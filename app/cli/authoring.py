@@ -11,13 +11,13 @@ import click
 from app.cli.context import current
 from app.cli.logs import open_logs, progress_line
 from app.cli.options import SIGNATURES
-from app.core.knowledge.authoring import AuthoringError, append_example, cut_excerpt, parse_range
+from app.core.knowledge.authoring import append_example, cut_excerpt, parse_range
 from app.core.knowledge.explain import explain, render_explanation
 from app.core.knowledge.lint import CHECKS, FILE_CHECKS, check_examples, load_taxonomy
 from app.core.knowledge.lint import lint as run_lint
 from app.core.knowledge.loading import TAXONOMY_FILE, load_library
 from app.core.knowledge.parsing import parse_signature
-from app.errors import LibraryError, TraceloreError
+from app.errors import AuthoringError, LibraryError, TraceloreError
 
 
 @click.command("lint")

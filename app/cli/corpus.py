@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from app.cli.context import current
 from app.cli.options import SIGNATURES
-from app.evaluation.corpus import CaseSpec, CorpusError, FirstSight, Sampling, add_case
+from app.errors import CorpusError
+from app.evaluation.corpus import CaseSpec, FirstSight, Sampling, add_case
 
 if TYPE_CHECKING:
     from app.core.knowledge.loading import Library

@@ -208,7 +208,7 @@ def diagnose(
     permalink = None
     try:
         if server:
-            from app.client.remote import RemoteError
+            from app.errors import RemoteError
 
             try:
                 remote = _remote(

@@ -27,6 +27,8 @@ import urllib.parse
 from dataclasses import dataclass
 from email.message import Message
 
+from app.errors import AnswerTooLarge, DeadlinePassed
+
 MAX_ANSWER = 16 << 20  # a diagnosis's JSON is a few hundred KB; a selection spec less
 PIECE = 64 << 10
 
@@ -51,14 +53,6 @@ def neutral(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
-
-
-class DeadlinePassed(TimeoutError):
-    """The exchange did not end before its deadline."""
-
-
-class AnswerTooLarge(ValueError):
-    """The server's answer is larger than the client reads."""
 
 
 @dataclass

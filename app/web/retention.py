@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.core.redaction.redactor import secret_types
 from app.core.stored import StoredDiagnosis
-from app.errors import NotFound, TraceloreError
+from app.errors import NotFound, NotOwner
 from app.jobs.retention import purge_logged
 from app.store.diagnoses import delete_diagnosis, may_delete
 from app.web.deps import SessionDep, SettingsDep, SubjectDep
@@ -24,14 +24,6 @@ from app.web.state import state_of
 PURGE_EVERY = 3600.0  # seconds between purges (`app.jobs.retention`) while the service runs
 TOKEN_HEADER = "X-Delete-Token"
 COOKIE_PREFIX = "tl_delete_"
-
-
-class NotOwner(TraceloreError):
-    """403: only the maker of a diagnosis (its delete token or its account) may delete it."""
-
-    status = 403
-    type = "/problems/not-owner"
-    title = "Not the owner"
 
 
 api = APIRouter()
