@@ -68,7 +68,7 @@ class TraceloreError(Exception):
         amended.detail = detail
         amended.headers = dict(self.headers if headers is None else headers)
         amended.extra = dict(self.extra if extra is None else extra)
-        return amended
+        return amended.with_traceback(self.__traceback__)  # where it was raised, as the logs show it
 
 
 class BadInput(TraceloreError):

@@ -25,12 +25,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
 from app.errors import BadInput, MailLimit, NotReady, SignInFirst
+from app.jobs.retention import not_before
 from app.quota import counters
 from app.quota.tiers import utc_day
 from app.store import accounts as store
 from app.store.accounts import Account
 from app.store.diagnoses import list_made_by
-from app.web.api import not_before
+from app.web.allowance import tiers, usage_now
 from app.web.deps import Sessions, SessionsDep, SettingsDep
 from app.web.identity import (
     CSRF_COOKIE,
@@ -43,7 +44,6 @@ from app.web.identity import (
     session_token,
     signing_keys,
 )
-from app.web.quota import tiers, usage_now
 from app.web.state import state_of
 
 log = logging.getLogger("tracelore")

@@ -17,7 +17,7 @@ from app.config import Settings
 from app.errors import AdminsOnly, SignInFirst
 from app.jobs.learning import Summary, summarise
 from app.store import accounts as store
-from app.store.learning import EntryStats, all_entry_stats, clusters
+from app.store.learning import all_entry_stats, clusters
 from app.web.deps import Sessions, SessionsDep
 from app.web.identity import clock, session_token
 from app.web.periodic import Sleep, repeat
@@ -57,11 +57,6 @@ async def learn_periodically(app: FastAPI, *, sleep: Sleep = anyio.sleep) -> Non
     await repeat(
         functools.partial(learn_logged, app), every=settings.learn_every, what="the learning summary", sleep=sleep
     )
-
-
-def seen(request: Request, signature_id: str) -> EntryStats | None:
-    """What the service has seen of an entry, from the last summary; None below the minimum or before one."""
-    return state_of(request.app).seen.get(signature_id)
 
 
 def _admin_page(request: Request, sessions: Sessions) -> Response:
