@@ -226,6 +226,41 @@ def test_no_router_imports_another_router() -> None:
     assert router_offenders(APP) == []
 
 
+ERROR_MODULES = ("errors.py", "cli/errors.py")  # where every error class of the application lives
+
+
+def _base_name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _error_classes(tree: ast.AST, known: set[str]) -> Iterator[ast.ClassDef]:
+    """Classes deriving from an exception: a base named `...Error`, `...Exception` or one of `known`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases = {_base_name(b) for b in node.bases}
+            if any(b.endswith(("Error", "Exception")) or b in known for b in bases):
+                yield node
+
+
+def error_class_offenders(root: Path) -> list[str]:
+    """Error classes defined outside the errors modules."""
+    known: set[str] = set()
+    for name in ERROR_MODULES:  # the errors' own names: `class NotOwner(TraceloreError)`, then `(NotOwner)`
+        if (root / name).is_file():
+            tree = ast.parse((root / name).read_text())
+            known |= {c.name for c in _error_classes(tree, known)}
+    return [
+        f"{path.relative_to(root).as_posix()}:{node.lineno} defines {node.name}"
+        for path, tree in _modules(root, "**/*.py")
+        if path.relative_to(root).as_posix() not in ERROR_MODULES
+        for node in _error_classes(tree, known)
+    ]
+
+
+def test_every_error_class_is_in_an_errors_module() -> None:
+    assert error_class_offenders(APP) == []
+
+
 def test_cli_uses_only_the_web_entry_points() -> None:
     assert cli_web_offenders(APP) == []
 
@@ -359,6 +394,27 @@ def test_the_router_rule_fires(tmp_path: Path) -> None:
         "app.web.pages imports app.web.api",
         "app.web.quota imports app.web.api",
         "app.web.retention imports app.web.pages",
+    ]
+
+
+def test_the_error_class_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "errors.py": "class TraceloreError(Exception): ...\nclass NotFound(TraceloreError): ...\n",
+            "cli/errors.py": "import click\nclass CommandError(click.ClickException): ...\n",
+            "web/fine.py": "from app.errors import NotFound\nclass Page:\n    pass\nraise NotFound('x')\n",
+            "web/pages.py": "from app.errors import NotFound\n\nclass Gone(NotFound):\n    status = 410\n",
+            "client/remote.py": "class RemoteError(Exception):\n    pass\n",
+            "core/deep/budget.py": "def f():\n    class Stop(builtins.LookupError): ...\n",
+            "cli/watch.py": "import click\nclass Quit(click.exceptions.ClickException): ...\n",
+        },
+    )
+    assert error_class_offenders(root) == [
+        "cli/watch.py:2 defines Quit",
+        "client/remote.py:1 defines RemoteError",
+        "core/deep/budget.py:2 defines Stop",
+        "web/pages.py:3 defines Gone",
     ]
 
 
