@@ -58,7 +58,7 @@ def main() -> None:
     import fastapi.concurrency
 
     fastapi.concurrency.run_in_threadpool = _inline
-    for module in ("app.web.api", "app.web.quota", "app.web.deps", "app.web.pages"):
+    for module in ("app.web.api", "app.web.allowance", "app.web.quota", "app.web.deps", "app.web.pages"):
         mod = sys.modules.get(module)
         if mod is not None and hasattr(mod, "run_in_threadpool"):
             mod.run_in_threadpool = _inline  # type: ignore[attr-defined]

@@ -8,6 +8,9 @@ to fire on a planted violation:
   the `tracelore` group (`app.cli`), which imports them;
 * the web layer never reads a log itself: what is kept of a log is the core's work
   (`app.core.keep`), so a request's walk stays in the core once it gets there;
+* no router module of the web layer imports another: what two of them share (the diagnosis
+  request's walk, the allowance, the URLs of a diagnosis) lives in a module of its own;
+* every error class lives in an errors module (`app/errors.py`, `app/cli/errors.py`);
 * no module of the application is longer than MAX_MODULE_LINES lines: one that grows past
   it is split along what its parts hold.
 """
@@ -152,6 +155,36 @@ def web_log_offenders(root: Path) -> list[str]:
 EXCERPT_SHAPE = {"Excerpt", "MAX_TEXT"}
 
 
+def _module_name(root: Path, path: Path) -> str:
+    """The dotted name of a module under `root` (the `app` package)."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(("app", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def _makes_a_router(tree: ast.Module) -> bool:
+    """The module makes an `APIRouter(...)` at its top level."""
+    for node in tree.body:
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if isinstance(value, ast.Call):
+            func = value.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name == "APIRouter":
+                return True
+    return False
+
+
+def router_offenders(root: Path) -> list[str]:
+    """Router modules of the web layer (each makes an `APIRouter`) that import another router module."""
+    trees = {_module_name(root, path): tree for path, tree in _modules(root, "web/**/*.py")}
+    routers = {name for name, tree in trees.items() if isinstance(tree, ast.Module) and _makes_a_router(tree)}
+    offenders = []
+    for name in sorted(routers):
+        for module, names in imports(trees[name]):
+            taken = {module} | {f"{module}.{n}" for n in names}  # `from app.web import api` takes a module
+            offenders += [f"{name} imports {other}" for other in sorted(taken & routers) if other != name]
+    return offenders
+
+
 def core_file_io_offenders(root: Path) -> list[str]:
     """Core modules outside the allow-list that open, read, write or walk files."""
     offenders = []
@@ -187,6 +220,45 @@ def test_store_and_quota_never_import_the_web(package: str) -> None:
 
 def test_the_web_never_reads_a_log_itself() -> None:
     assert web_log_offenders(APP) == []
+
+
+def test_no_router_imports_another_router() -> None:
+    assert router_offenders(APP) == []
+
+
+ERROR_MODULES = ("errors.py", "cli/errors.py")  # where every error class of the application lives
+
+
+def _base_name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _error_classes(tree: ast.AST, known: set[str]) -> Iterator[ast.ClassDef]:
+    """Classes deriving from an exception: a base named `...Error`, `...Exception` or one of `known`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases = {_base_name(b) for b in node.bases}
+            if any(b.endswith(("Error", "Exception")) or b in known for b in bases):
+                yield node
+
+
+def error_class_offenders(root: Path) -> list[str]:
+    """Error classes defined outside the errors modules."""
+    known: set[str] = set()
+    for name in ERROR_MODULES:  # the errors' own names: `class NotOwner(TraceloreError)`, then `(NotOwner)`
+        if (root / name).is_file():
+            tree = ast.parse((root / name).read_text())
+            known |= {c.name for c in _error_classes(tree, known)}
+    return [
+        f"{path.relative_to(root).as_posix()}:{node.lineno} defines {node.name}"
+        for path, tree in _modules(root, "**/*.py")
+        if path.relative_to(root).as_posix() not in ERROR_MODULES
+        for node in _error_classes(tree, known)
+    ]
+
+
+def test_every_error_class_is_in_an_errors_module() -> None:
+    assert error_class_offenders(APP) == []
 
 
 def test_cli_uses_only_the_web_entry_points() -> None:
@@ -355,6 +427,46 @@ def test_the_web_log_rule_fires(tmp_path: Path) -> None:
         "web/deep/sniffs.py imports app.core.engine.sniff",
         "web/remaps.py imports app.core.selection.excerpt",
         "web/windows.py imports app.core.engine.reader",
+    ]
+
+
+def test_the_router_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "web/api.py": "from fastapi import APIRouter\nfrom app.web.urls import diagnosis_url\nrouter = APIRouter()\n",
+            "web/pages.py": "import fastapi\nfrom app.web.api import diagnosis_json\nrouter = fastapi.APIRouter()\n",
+            "web/quota.py": "from app.web import api, urls\nrouter: APIRouter = APIRouter()\n",
+            "web/retention.py": "def f():\n    import app.web.pages\napi = APIRouter()\n",
+            "web/urls.py": "from app.web.state import state_of\n",
+            "web/app.py": "from app.web import api, pages, quota, retention\n",  # the app includes every router
+        },
+    )
+    assert router_offenders(root) == [
+        "app.web.pages imports app.web.api",
+        "app.web.quota imports app.web.api",
+        "app.web.retention imports app.web.pages",
+    ]
+
+
+def test_the_error_class_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "errors.py": "class TraceloreError(Exception): ...\nclass NotFound(TraceloreError): ...\n",
+            "cli/errors.py": "import click\nclass CommandError(click.ClickException): ...\n",
+            "web/fine.py": "from app.errors import NotFound\nclass Page:\n    pass\nraise NotFound('x')\n",
+            "web/pages.py": "from app.errors import NotFound\n\nclass Gone(NotFound):\n    status = 410\n",
+            "client/remote.py": "class RemoteError(Exception):\n    pass\n",
+            "core/deep/budget.py": "def f():\n    class Stop(builtins.LookupError): ...\n",
+            "cli/watch.py": "import click\nclass Quit(click.exceptions.ClickException): ...\n",
+        },
+    )
+    assert error_class_offenders(root) == [
+        "cli/watch.py:2 defines Quit",
+        "client/remote.py:1 defines RemoteError",
+        "core/deep/budget.py:2 defines Stop",
+        "web/pages.py:3 defines Gone",
     ]
 
 

@@ -11,9 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli import main
-from app.core.authoring.examples import AuthoringError, append_example, cut_excerpt, parse_range
+from app.core.authoring.examples import append_example, cut_excerpt, parse_range
 from app.core.knowledge.loading import load_library
 from app.core.knowledge.parsing import parse_signature
+from app.errors import AuthoringError
 from tests.test_cli_reports import WEAK
 
 OOM = "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 3 has a total capacity of 79.15 GiB of which 0.5 GiB is free."

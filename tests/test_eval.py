@@ -19,7 +19,8 @@ from click.testing import CliRunner, Result
 
 from app.cli import main
 from app.core.knowledge.loading import MEASURED_FILE, Library, load_library
-from app.evaluation.corpus import CASE_FILE, CaseSpec, CorpusError, add_case, load_corpus
+from app.errors import CorpusError
+from app.evaluation.corpus import CASE_FILE, CaseSpec, add_case, load_corpus
 from app.evaluation.evaluate import evaluate, measured_document
 from tests.conftest import database_for
 from tests.support import REPO, LiveServer, live_server, make_settings

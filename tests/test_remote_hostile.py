@@ -20,10 +20,11 @@ from click.testing import CliRunner
 
 from app.cli import main
 from app.cli.watch_reports import Permalinks
-from app.client.remote import RemoteError, post_excerpt
+from app.client.remote import post_excerpt
 from app.core.engine.diagnose import diagnose
 from app.core.engine.live import LiveJob
 from app.core.knowledge.loading import Library
+from app.errors import RemoteError
 from tests.hostile_http import hostile, respond
 from tests.support import REPO, SAMPLES
 

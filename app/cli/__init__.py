@@ -114,7 +114,3 @@ def main(ctx: click.Context) -> None:
     from app.cli.context import CliContext
 
     ctx.ensure_object(CliContext)  # one for the whole command line: its settings are read once
-
-
-# ClickException exits 1 by default; input and usage errors exit 2 like grep's.
-click.ClickException.exit_code = 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from app.cli.context import current, safe_url
+from app.cli.errors import CommandError
 
 
 @click.group()
@@ -108,7 +109,7 @@ def admin_set_admin(email: str, revoke: bool) -> None:
     with current().store() as session:
         account = accounts.set_admin(session, email, not revoke)
     if account is None:
-        raise click.ClickException(f"no account for {email}: it is created when that address first signs in")
+        raise CommandError(f"no account for {email}: it is created when that address first signs in")
     click.echo(f"{account.email} is {'an admin' if account.is_admin else 'no longer an admin'}")
 
 
@@ -138,7 +139,7 @@ def admin_revoke_key(key: str) -> None:
     with current().store() as session:
         revoked = accounts.revoke_api_key(session, key.strip(), now=accounts.utcnow())
     if revoked is None:
-        raise click.ClickException(f"no single API key matches {key[:16]!r}; give its id or its full prefix")
+        raise CommandError(f"no single API key matches {key[:16]!r}; give its id or its full prefix")
     click.echo(f"key {revoked.id} ({revoked.prefix}...) is revoked")
 
 

@@ -9,15 +9,16 @@ from pathlib import Path
 import click
 
 from app.cli.context import current
+from app.cli.errors import CommandError
 from app.cli.logs import open_logs, progress_line
 from app.cli.options import SIGNATURES
-from app.core.authoring.examples import AuthoringError, append_example, cut_excerpt, parse_range
+from app.core.authoring.examples import append_example, cut_excerpt, parse_range
 from app.core.authoring.explain import explain, render_explanation
 from app.core.authoring.lint import CHECKS, FILE_CHECKS, check_examples, load_taxonomy
 from app.core.authoring.lint import lint as run_lint
 from app.core.knowledge.loading import TAXONOMY_FILE, load_library
 from app.core.knowledge.parsing import parse_signature
-from app.errors import LibraryError, TraceloreError
+from app.errors import AuthoringError, LibraryError, TraceloreError
 
 
 @click.command("lint")
@@ -75,7 +76,7 @@ def explain_command(signature_id: str, logs: tuple[str, ...], signatures: Path |
         with open_logs(logs) as opened, progress_line() as shown:
             result = explain(opened, library, signature_id, progress=shown)
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
+        raise CommandError(getattr(exc, "detail", None) or str(exc)) from exc
     click.echo(render_explanation(result), nl=False)
     sys.exit(0 if result.fired else 1)
 
@@ -109,10 +110,10 @@ def example_add(
     try:
         library = load_library(root)
     except LibraryError as exc:
-        raise click.ClickException(f"the signature library is broken:\n{exc.detail}") from exc
+        raise CommandError(f"the signature library is broken:\n{exc.detail}") from exc
     path = library.paths.get(signature_id)
     if path is None:
-        raise click.ClickException(f"no signature {signature_id!r} under {root}")
+        raise CommandError(f"no signature {signature_id!r} under {root}")
     kind = "no_match" if no_match else "match"
     try:
         lines = parse_range(line_range) if line_range else None
@@ -124,7 +125,7 @@ def example_add(
         original = path.read_text(encoding="utf-8")
         updated = append_example(original, cut.text, source or where, kind=kind)
     except (AuthoringError, OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise CommandError(str(exc)) from exc
     path.write_text(updated, encoding="utf-8")
     problems = _check(root, path, updated)
     if problems:

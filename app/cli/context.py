@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from app.cli.errors import CommandError
 from app.config import Settings, thread_policy
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class CliContext:
         try:
             return Settings()
         except ValidationError as exc:
-            raise click.ClickException(settings_problem(exc)) from None
+            raise CommandError(settings_problem(exc)) from None
 
     def configure(self, **values: object) -> None:
         """Set TRACELORE_<NAME> here and for what this process starts (uvicorn's workers); read the settings anew."""
@@ -73,7 +74,7 @@ class CliContext:
         try:
             return load_library(signatures or self.settings.signatures_dir, cache=self.settings.cache_dir)
         except LibraryError as exc:
-            raise click.ClickException(f"the signature library is broken:\n{exc.detail}") from exc
+            raise CommandError(f"the signature library is broken:\n{exc.detail}") from exc
 
     @contextlib.contextmanager
     def store(self) -> Iterator[Session]:
@@ -88,7 +89,7 @@ class CliContext:
             with make_sessionmaker(engine).begin() as session:
                 yield session
         except SQLAlchemyError as exc:
-            raise click.ClickException(
+            raise CommandError(
                 f"the database at {safe_url(url)} is not usable (is it migrated? `tracelore db upgrade`): {exc}"
             ) from exc
         finally:

@@ -15,8 +15,10 @@ import click
 from pydantic import ValidationError
 
 from app.cli.context import current
+from app.cli.errors import CommandError
 from app.cli.options import SIGNATURES
-from app.evaluation.corpus import CaseSpec, CorpusError, FirstSight, Sampling, add_case
+from app.errors import CorpusError
+from app.evaluation.corpus import CaseSpec, FirstSight, Sampling, add_case
 
 if TYPE_CHECKING:
     from app.core.knowledge.loading import Library
@@ -120,19 +122,19 @@ def corpus_add(
             else None,
         )
     except ValidationError as exc:
-        raise click.ClickException("; ".join(e["msg"] for e in exc.errors())) from exc
+        raise CommandError("; ".join(e["msg"] for e in exc.errors())) from exc
     pairs = []
     for name in logs:
         try:
             data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
         except OSError as exc:
-            raise click.ClickException(f"cannot read {name}: {exc.strerror}") from exc
+            raise CommandError(f"cannot read {name}: {exc.strerror}") from exc
         pairs.append((name, data))
     judge = _judge(current().library(signatures), spec.expected)
     try:
         case = add_case(root, case_id, pairs, spec, replace=replace, aliases=_aliases(aliases), first_sight=judge)
     except CorpusError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise CommandError(str(exc)) from exc
     click.echo(f"added {case.id}: {', '.join(p.name for p in case.logs)} ({spec.expected})")
 
 
@@ -226,9 +228,9 @@ def eval_command(
         thresholds = {} if only else load_thresholds(root)
         before = read_baseline(baseline) if baseline else None
     except CorpusError as exc:
-        raise click.ClickException("malformed corpus:\n  " + "\n  ".join(exc.problems)) from exc
+        raise CommandError("malformed corpus:\n  " + "\n  ".join(exc.problems)) from exc
     if not cases:
-        raise click.ClickException(f"no cases in {root}" + (f" matching {only!r}" if only else ""))
+        raise CommandError(f"no cases in {root}" + (f" matching {only!r}" if only else ""))
     if record and only:
         raise click.UsageError("--write-measured measures the whole corpus: drop --only")
     report = evaluate(cases, library, taxonomy=(signatures or current().settings.signatures_dir) / TAXONOMY_FILE)

@@ -15,6 +15,7 @@ import click
 
 from app import __version__
 from app.cli.context import current, scan_threads
+from app.cli.errors import CommandError
 from app.cli.logs import open_logs, progress_line, written
 from app.cli.options import SIGNATURES
 from app.core.models import LIKELY, Diagnosis
@@ -208,14 +209,14 @@ def diagnose(
     permalink = None
     try:
         if server:
-            from app.client.remote import RemoteError
+            from app.errors import RemoteError
 
             try:
                 remote = _remote(
                     logs, signatures, server=server, api_key=api_key, full=full, top=top, max_wait=max_wait
                 )
             except RemoteError as exc:
-                raise click.ClickException(str(exc)) from exc
+                raise CommandError(str(exc)) from exc
             result, permalink = remote.diagnosis, remote.url
         else:
             from app.core.engine.diagnose import diagnose_many
@@ -226,7 +227,7 @@ def diagnose(
                     opened, library, top=top, threads=scan_threads(), written=written(logs), progress=shown
                 )
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
+        raise CommandError(getattr(exc, "detail", None) or str(exc)) from exc
     links = base_url if base_url is not None else (server or current().settings.base_url)
     if not links and fmt == "text":
         # A terminal can open only a full address: the local service's, until one is configured.
@@ -242,9 +243,7 @@ def diagnose(
         try:
             path.write_text(render(result, report_fmt, base_url=links, permalink=permalink), encoding="utf-8")
         except OSError as exc:
-            raise click.ClickException(
-                f"cannot write the {report_fmt} report to {path}: {exc.strerror or exc}"
-            ) from exc
+            raise CommandError(f"cannot write the {report_fmt} report to {path}: {exc.strerror or exc}") from exc
     if permalink and fmt != "text":
         click.echo(f"Full diagnosis: {permalink}", err=True)
     sys.exit(1 if failed(result, fail_on) else 0)

@@ -10,6 +10,7 @@ import click
 
 from app import __version__
 from app.cli.context import current, safe_url
+from app.cli.errors import CommandError
 from app.cli.options import SIGNATURES
 from app.errors import LibraryError, TraceloreError
 from app.web.state import state_of
@@ -46,7 +47,7 @@ def serve(
     try:
         upgrade(url)
     except Exception as exc:  # a CLI boundary: say what failed, not a traceback
-        raise click.ClickException(f"cannot migrate the database at {safe_url(url)}: {exc}") from exc
+        raise CommandError(f"cannot migrate the database at {safe_url(url)}: {exc}") from exc
     # Every worker writes its metrics to one directory, so any worker's /metrics is the whole server's.
     with metrics_directory():
         _serve(settings, url)
@@ -62,7 +63,7 @@ def check_port_free(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise click.ClickException(f"cannot serve on {host}: {exc.strerror or exc}") from None
+        raise CommandError(f"cannot serve on {host}: {exc.strerror or exc}") from None
     family, _, _, _, address = infos[0]
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         # As uvicorn binds: an address a closed connection left in TIME_WAIT is free to reuse.
@@ -70,7 +71,7 @@ def check_port_free(host: str, port: int) -> None:
         try:
             probe.bind(address)
         except OSError as exc:
-            raise click.ClickException(
+            raise CommandError(
                 f"port {port} on {host} is in use ({exc.strerror or exc}): stop what listens there, or choose"
                 " another port with --port (TRACELORE_PORT; `make serve PORT=8081`)"
             ) from None
@@ -85,7 +86,7 @@ def _serve(settings: Settings, url: str) -> None:
         # Load the library once here: a broken library fails now, before any worker starts.
         app = create_app(settings)
     except LibraryError as exc:
-        raise click.ClickException(f"the signature library is broken:\n{exc.detail}") from exc
+        raise CommandError(f"the signature library is broken:\n{exc.detail}") from exc
     shown = "localhost" if settings.host in ("0.0.0.0", "::") else settings.host
     click.echo(f"Tracelore {__version__}: database {safe_url(url)}, {len(state_of(app).library)} signatures")
     click.echo(f"Tracelore is serving on http://{shown}:{settings.port}/ (Ctrl+C to stop)")
@@ -129,5 +130,5 @@ def build_site_command(out: Path, base_url: str, service_url: str | None, signat
         library = current().library(signatures)
         pages = build_site(library, make_templates().env, out, base_url=base_url, service_url=service)
     except (TraceloreError, OSError) as exc:
-        raise click.ClickException(getattr(exc, "detail", None) or str(exc)) from exc
+        raise CommandError(getattr(exc, "detail", None) or str(exc)) from exc
     click.echo(f"wrote {pages} pages for {len(library)} entries to {out}")

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from app.cli.context import current
+from app.cli.errors import CommandError
 from app.cli.options import SIGNATURES
 
 
@@ -71,7 +72,7 @@ def draft(key: str, sig_id: str | None, out: Path | None) -> None:
     with current().store() as session:
         cluster = find_cluster(session, key)
         if cluster is None:
-            raise click.ClickException(f"no single cluster has a key starting with {key!r}; see `tracelore unknowns`")
+            raise CommandError(f"no single cluster has a key starting with {key!r}; see `tracelore unknowns`")
         lines = cluster_lines(session, cluster.key, limit=5)
         others = sorted(
             (c for c in clusters(session, include_resolved=True) if c.key != cluster.key),

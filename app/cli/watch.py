@@ -217,7 +217,9 @@ def _run(
     last_diagnosis = 0.0
     dirty = True
     d: Diagnosis | None = None
-    try:
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(_restore_signals, previous)
+        cleanup.callback(source.close)  # closed first, then the signals restored
         while not stop.is_set():
             t = time.monotonic()
             if source.poll():
@@ -250,9 +252,6 @@ def _run(
         source.poll()
         source.flush()
         d = job.diagnose(top=top, written=source.written())
-    finally:
-        source.close()
-        _restore_signals(previous)
     if d is None:
         click.echo("tracelore watch: no log lines arrived (nothing to diagnose)", err=True)
         return 0

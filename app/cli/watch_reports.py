@@ -94,7 +94,8 @@ class Permalinks:
         self.started.append(time.monotonic())
 
     def _post(self, excerpt: list[tuple[int, str]], total_lines: int, total_bytes: int, name: str) -> None:
-        from app.client.remote import RemoteError, post_excerpt
+        from app.client.remote import post_excerpt
+        from app.errors import RemoteError
 
         assert self.server is not None
         try:

@@ -17,6 +17,7 @@ size, and had only a per-read timeout, so an answer trickling in a byte a second
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import ssl
@@ -26,6 +27,8 @@ import unicodedata
 import urllib.parse
 from dataclasses import dataclass
 from email.message import Message
+
+from app.errors import AnswerTooLarge, DeadlinePassed
 
 MAX_ANSWER = 16 << 20  # a diagnosis's JSON is a few hundred KB; a selection spec less
 PIECE = 64 << 10
@@ -51,14 +54,6 @@ def neutral(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
-
-
-class DeadlinePassed(TimeoutError):
-    """The exchange did not end before its deadline."""
-
-
-class AnswerTooLarge(ValueError):
-    """The server's answer is larger than the client reads."""
 
 
 @dataclass
@@ -111,26 +106,28 @@ def exchange(
     timer = threading.Timer(timeout, cut)
     timer.daemon = True
     timer.start()
-    try:
-        conn.request(method, target, body=body, headers=headers)
-        response = conn.getresponse()
-        length = response.getheader("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > max_bytes:
-            raise AnswerTooLarge(f"the answer is {int(length):,} bytes, more than the {max_bytes:,} this client reads")
-        pieces: list[bytes] = []
-        size = 0
-        while piece := response.read1(PIECE):
-            size += len(piece)
-            if size > max_bytes:
-                raise AnswerTooLarge(f"the answer is more than the {max_bytes:,} bytes this client reads")
-            pieces.append(piece)
-        if fired.is_set():
-            raise DeadlinePassed(f"no complete answer within {timeout:g} s")
-        return Answer(response.status, response.headers, b"".join(pieces))
-    except (OSError, http.client.HTTPException) as exc:
-        if fired.is_set() or time.monotonic() - started >= timeout:
-            raise DeadlinePassed(f"no complete answer within {timeout:g} s") from None
-        raise exc
-    finally:
-        timer.cancel()
-        conn.close()
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(conn.close)
+        cleanup.callback(timer.cancel)  # the timer cancelled first, then the connection closed
+        try:
+            conn.request(method, target, body=body, headers=headers)
+            response = conn.getresponse()
+            length = response.getheader("Content-Length")
+            if length is not None and length.strip().isdigit() and int(length) > max_bytes:
+                raise AnswerTooLarge(
+                    f"the answer is {int(length):,} bytes, more than the {max_bytes:,} this client reads"
+                )
+            pieces: list[bytes] = []
+            size = 0
+            while piece := response.read1(PIECE):
+                size += len(piece)
+                if size > max_bytes:
+                    raise AnswerTooLarge(f"the answer is more than the {max_bytes:,} bytes this client reads")
+                pieces.append(piece)
+            if fired.is_set():
+                raise DeadlinePassed(f"no complete answer within {timeout:g} s")
+            return Answer(response.status, response.headers, b"".join(pieces))
+        except (OSError, http.client.HTTPException) as exc:
+            if fired.is_set() or time.monotonic() - started >= timeout:
+                raise DeadlinePassed(f"no complete answer within {timeout:g} s") from None
+            raise exc

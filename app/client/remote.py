@@ -21,19 +21,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app import __version__
-from app.client.http import Answer, AnswerTooLarge, DeadlinePassed, exchange, neutral
+from app.client.http import Answer, exchange, neutral
 from app.core.stored import StoredDiagnosis
+from app.errors import AnswerTooLarge, DeadlinePassed, RemoteError
 
 TIMEOUT = 120  # seconds for one request, answer and all: the server diagnoses before it answers
-
-
-class RemoteError(Exception):
-    """The server could not be reached or refused the log; the message says why and what to do."""
-
-    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
 
 
 def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:

@@ -19,9 +19,10 @@ from app.core.engine.reader import decode, iter_chunks, strip_ansi
 from app.core.engine.sniff import SNIFF, check_text
 from app.core.knowledge.loading import Library
 from app.core.models import Diagnosis, Window, WindowLine
-from app.core.redaction.redactor import DEFAULT, Budget, OverBudget, Redactor
+from app.core.redaction.redactor import DEFAULT, Budget, Redactor
 from app.core.selection.excerpt import Excerpt, diagnose_excerpt, excerpt_windows
 from app.core.stored import StoredDiagnosis
+from app.errors import OverBudget
 
 MAX_WINDOW_LINES = 2000  # context lines kept per diagnosis, whatever the evidence
 # Work the redaction of a whole log to be kept may take (app.core.redaction.redactor.Budget: a unit is

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from app.core.knowledge.scoring import FIGURES, SCOPES
 from app.core.redaction.redactor import DEFAULT, Redactor
-from app.errors import TraceloreError
+from app.errors import CorpusError
 
 CASE_FILE = "case.yaml"
 LOG_FILE = "log.txt"
@@ -53,15 +53,6 @@ TAGS = (
     "notebook",
     "windows",  # pasted from a Windows console: C:\ paths, cmd or PowerShell, CRLF, a code page
 )
-
-
-class CorpusError(TraceloreError):
-    """The corpus on disk is malformed (each problem located by case)."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        more = f" (+{len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
-        super().__init__("; ".join(self.problems[:5]) + more)
 
 
 class FirstSight(BaseModel):

@@ -27,8 +27,8 @@ from app.core.knowledge.scoring import (
     score,
 )
 from app.core.knowledge.sights import Ratio, Sight, SightGroup
-from app.errors import TraceloreError
-from app.evaluation.corpus import Case, CorpusError, FirstSight
+from app.errors import CorpusError, TraceloreError
+from app.evaluation.corpus import Case, FirstSight
 
 ORDERS = 4  # orders a multi-rank case's files are diagnosed in: as given, reversed, two seeded shuffles
 UNRANKED_FILE = "launcher.log"  # where a split log's lines with no rank prefix go

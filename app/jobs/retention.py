@@ -34,6 +34,13 @@ class Purged:
     login_tokens: int = 0
 
 
+def not_before(settings: Settings) -> datetime | None:
+    """Diagnoses created before this time have expired (None: kept forever)."""
+    if not settings.retention_days:
+        return None
+    return datetime.now(UTC) - timedelta(days=settings.retention_days)
+
+
 def purge_once(
     make_session: sessionmaker[Session], settings: Settings, *, now: datetime | None = None, batch: int = BATCH
 ) -> Purged:

@@ -24,13 +24,14 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
-from app.errors import BadInput, NotReady, TraceloreError
+from app.errors import BadInput, MailLimit, NotReady, SignInFirst
+from app.jobs.retention import not_before
 from app.quota import counters
 from app.quota.tiers import utc_day
 from app.store import accounts as store
 from app.store.accounts import Account
 from app.store.diagnoses import list_made_by
-from app.web.api import not_before
+from app.web.allowance import tiers, usage_now
 from app.web.deps import Sessions, SessionsDep, SettingsDep
 from app.web.identity import (
     CSRF_COOKIE,
@@ -43,7 +44,6 @@ from app.web.identity import (
     session_token,
     signing_keys,
 )
-from app.web.quota import tiers, usage_now
 from app.web.state import state_of
 
 log = logging.getLogger("tracelore")
@@ -172,17 +172,6 @@ def _account(
 MAIL_COUNTER = "sign-in-mail"  # the counters' "tier": kept apart from diagnoses in usage reports
 
 
-class _MailLimit(TraceloreError):
-    status = 429
-    type = "/problems/too-many-sign-in-links"
-    title = "Too many sign-in links"
-
-    def __init__(self, detail: str, *, status: int = 429, retry_after: int | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.retry_after = retry_after
-
-
 def _to_next_hour(now: datetime) -> int:
     return 3600 - (now.minute * 60 + now.second)
 
@@ -199,7 +188,7 @@ def limit_sign_in_mail(session: Session, settings: Settings, *, client: str, now
         session, subject=f"mail:{client}:{hour}", tier=MAIL_COUNTER, day=day, limit=settings.sign_in_mail_per_client
     )
     if mine is None:
-        raise _MailLimit(
+        raise MailLimit(
             f"{settings.sign_in_mail_per_client} sign-in links were already asked for from this address of yours "
             f"this hour; try again in {wait // 60 + 1} minutes.",
             retry_after=wait,
@@ -211,7 +200,7 @@ def limit_sign_in_mail(session: Session, settings: Settings, *, client: str, now
         log.warning(
             "sign-in e-mail refused: the service-wide limit of %d an hour is reached", settings.sign_in_mail_per_hour
         )
-        raise _MailLimit(
+        raise MailLimit(
             f"Tracelore has sent too many sign-in e-mails this hour; try again in {wait // 60 + 1} minutes.",
             status=503,
             retry_after=wait,
@@ -231,7 +220,7 @@ async def sign_in(request: Request, settings: SettingsDep, sessions: SessionsDep
     client = anonymous_id(secret(request), request.client.host if request.client else "unknown")
     try:
         token = await run_in_threadpool(_issue_link, sessions, settings, email, client=client, now=now)
-    except _MailLimit as refused:
+    except MailLimit as refused:
         response = _sign_in_again(request, settings, email, refused.detail, status=refused.status)
         response.headers["Retry-After"] = str(refused.retry_after or _to_next_hour(now))
         return response
@@ -252,7 +241,7 @@ def _issue_link(sessions: Sessions, settings: Settings, email: str, *, client: s
         # lock before it reads; a refusal rolls every count back: nothing is sent, nothing counted.
         limit_sign_in_mail(session, settings, client=client, now=now)
         if store.recent_login_tokens(session, email, since=now - store.LINK_COUNT_WINDOW) >= LINKS_PER_HOUR:
-            raise _MailLimit(f"{LINKS_PER_HOUR} sign-in links were already sent to this address in the last hour.")
+            raise MailLimit(f"{LINKS_PER_HOUR} sign-in links were already sent to this address in the last hour.")
         lifetime = timedelta(minutes=settings.login_link_minutes)
         return store.create_login_token(session, email, now=now, lifetime=lifetime)
 
@@ -332,17 +321,6 @@ async def _require_account(request: Request, sessions: Sessions) -> Account:
     if found is None:
         raise SignInFirst()
     return found[1]
-
-
-class SignInFirst(TraceloreError):
-    """401: a page or action for signed-in accounts."""
-
-    status = 401
-    type = "/problems/unauthorized"
-    title = "Sign in first"
-
-    def __init__(self) -> None:
-        super().__init__("sign in first: open /account and ask for a sign-in link")
 
 
 @router.post("/account/keys", name="create_key")

@@ -5,29 +5,26 @@ from __future__ import annotations
 import hmac
 import zlib
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import text
-from starlette.datastructures import URLPath
 
 from app.config import Settings
 from app.core.knowledge.schema import Signature
 from app.core.models import Window, entry_path
 from app.core.stored import StoredDiagnosis
 from app.errors import Forbidden, NotFound, NotReady, Unauthorized
+from app.jobs.retention import not_before
 from app.quota.tiers import Usage
-from app.store.diagnoses import get_diagnosis, get_log, save_diagnosis
-from app.web import quota
-from app.web.deps import LibraryDep, MetricsDep, SessionDep, Sessions, SettingsDep, Subject, SubjectDep
+from app.store.diagnoses import get_diagnosis, get_log
+from app.web.deps import LibraryDep, MetricsDep, SessionDep, SettingsDep, SubjectDep
+from app.web.diagnosis_service import diagnose_request
 from app.web.problems import PROBLEM_JSON
 from app.web.schemas import SignatureEntry, SignatureSummary, Status
-from app.web.service import run_keep
-from app.web.sessions import engine_of, sessions_of
 from app.web.state import state_of
-from app.web.upload import read_upload
+from app.web.urls import diagnosis_url, with_url
 
 router = APIRouter()
 
@@ -71,129 +68,6 @@ _UPLOAD_BODY: dict[str, Any] = {
 }
 
 
-def not_before(settings: Settings) -> datetime | None:
-    """Diagnoses created before this time have expired."""
-    if not settings.retention_days:
-        return None
-    return datetime.now(UTC) - timedelta(days=settings.retention_days)
-
-
-DIAGNOSIS_ID = "{diagnosis_id}"
-DIAGNOSIS_ROUTES = ("read_diagnosis", "diagnosis_page")  # the routes diagnosis_url serves
-
-
-def diagnosis_url(request: Request, route: str, diagnosis_id: str) -> str:
-    """`request.url_for(route, diagnosis_id=...)` from the route's path, looked up once by create_app.
-
-    url_for tries every route of the app in turn; the path of a diagnosis route never changes.
-    """
-    path: str = state_of(request.app).diagnosis_paths[route]
-    return absolute_url(request, path.replace(DIAGNOSIS_ID, diagnosis_id))
-
-
-def absolute_url(request: Request, path: str) -> str:
-    """`str(URLPath(path).make_absolute_url(request.base_url))` for a path without a host, as a string.
-
-    The same scheme, host and root path, joined without the URL objects starlette builds and parses
-    again on the way (a tenth of a stored diagnosis's event-loop time for its two addresses).
-    """
-    base = request.base_url
-    if not base.netloc:  # no Host header and no server address: starlette's relative form
-        return str(URLPath(path).make_absolute_url(base))
-    return f"{base.scheme}://{base.netloc}{base.path.rstrip('/')}{path}"
-
-
-def diagnosis_paths(app: FastAPI) -> dict[str, str]:
-    """The path of each route that takes a diagnosis id, with `{diagnosis_id}` in its place."""
-    return {route: str(app.url_path_for(route, diagnosis_id=DIAGNOSIS_ID)) for route in DIAGNOSIS_ROUTES}
-
-
-def page_url(request: Request, settings: Settings, diagnosis_id: str) -> str:
-    """The public address of a diagnosis page."""
-    if settings.base_url:
-        return f"{settings.base_url.rstrip('/')}/d/{diagnosis_id}"
-    return diagnosis_url(request, "diagnosis_page", diagnosis_id)
-
-
-def with_url(request: Request, settings: Settings, record: StoredDiagnosis) -> StoredDiagnosis:
-    """A stored diagnosis with the address of its page."""
-    return record.model_copy(update={"url": page_url(request, settings, record.id)}) if record.id else record
-
-
-class Diagnosed(NamedTuple):
-    """A request's log, diagnosed, kept (stored, unless the caller said not to) and counted."""
-
-    record: StoredDiagnosis
-    usage: Usage  # where the caller stands, this diagnosis counted
-
-
-async def diagnose_request(
-    request: Request,
-    *,
-    settings: Settings,
-    library: LibraryDep,
-    metrics: MetricsDep,
-    sessions: Sessions,
-    top: int | None,
-    subject: Subject,
-    store: bool | None = None,
-    body_may_refuse: bool = True,
-) -> Diagnosed:
-    """Read, bound, diagnose, store and count the log in a request.
-
-    It is stored unless `store` is false, or the body says `store: false` and `body_may_refuse`.
-
-    The row and the count are written in the worker thread that diagnosed, right after it: one
-    hop off the event loop for the whole walk once the log is read.
-    """
-    gate = state_of(request.app).gate
-    gate.check()  # refuse before reading a body we could not serve
-    admitted = await quota.admit(request, sessions, subject)  # a spent allowance is refused before the body is read
-    upload = await read_upload(request, limit=admitted.tier.max_log_bytes)
-    keeping = store is not False and not (body_may_refuse and upload.store is False)
-
-    def count(kept: StoredDiagnosis) -> Diagnosed:
-        if keeping:
-            return Diagnosed(*save_committed(request, sessions, kept, subject))
-        return Diagnosed(kept, quota.count_alone(request, sessions, subject))
-
-    try:
-        return await run_keep(
-            gate,
-            upload.files,
-            library,
-            top=upload.top or top,
-            context=settings.context_lines,
-            keep_log=settings.store_log and keeping,  # a log not stored is not kept whole either
-            metrics=metrics,
-            excerpt=upload.excerpt,
-            redactor=state_of(request.app).redactor,
-            scan_threads=state_of(request.app).threads.scan,
-            then=count,
-        )
-    except BaseException as exc:
-        raise quota.uncounted(request, exc, admitted) from None
-    finally:
-        upload.close()
-
-
-def save_committed(
-    request: Request, sessions: Sessions, kept: StoredDiagnosis, subject: Subject
-) -> tuple[StoredDiagnosis, Usage]:
-    """Count and save a diagnosis in one short transaction, committed before this returns (blocking).
-
-    The count and the row commit together: a process killed at any moment leaves no diagnosis
-    counted that was not stored. Nothing else runs between the first write and the COMMIT, so
-    the database's write lock is held for two statements (SQLite has one for the whole file).
-    """
-    # A plain connection: the statements are Core inserts and an upsert, with no ORM object for a session to track.
-    with engine_of(sessions).begin() as conn:
-        record = save_diagnosis(conn, kept, subject=subject.id, tier=subject.tier, created_at=datetime.now(UTC))
-        # Counted last: on PostgreSQL the subject's counter row stays locked until the commit.
-        usage = quota.count(conn, request, subject)
-    return record, usage
-
-
 @router.post(
     "/diagnoses",
     status_code=201,
@@ -217,19 +91,8 @@ async def create_diagnosis(
     top: Annotated[int | None, Query(ge=1, le=100, description="at most this many candidates")] = None,
 ) -> Response:
     """Diagnose a log; with `store` (the default) keep it and return its permalink."""
-    # State read here, not as dependencies: solving one costs more than the lookup, on the busiest route.
-    state = state_of(request.app)
-    record, usage = await diagnose_request(
-        request,
-        settings=state.settings,
-        library=state.library,
-        metrics=state.metrics,
-        sessions=sessions_of(request),
-        top=top,
-        subject=subject,
-        store=store,
-    )
-    return _answer(request, state.settings, record, usage)
+    record, usage = await diagnose_request(request, subject, top=top, store=store)
+    return _answer(request, state_of(request.app).settings, record, usage)
 
 
 def _answer(request: Request, settings: Settings, record: StoredDiagnosis, usage: Usage) -> Response:

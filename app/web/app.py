@@ -29,13 +29,14 @@ from app.web import accounts, api, encyclopedia, learning, openapi, pages, perio
 from app.web.access_log import install_access_log_filter
 from app.web.body_deadline import BodyDeadlineMiddleware
 from app.web.compression import CompressionMiddleware
+from app.web.gate import Gate
 from app.web.identity import check_form_origin, csrf_token
 from app.web.metrics import Metrics, MetricsMiddleware
 from app.web.problems import install_problem_handlers
 from app.web.security import SecurityHeadersMiddleware
-from app.web.service import Gate
 from app.web.state import AppState, state_of
 from app.web.templating import make_templates
+from app.web.urls import diagnosis_paths
 
 STATIC = Path(__file__).resolve().parent / "static"
 # Swagger UI and ReDoc assets, bundled in a package: the docs pages need no CDN either.
@@ -147,7 +148,7 @@ def create_app(settings: Settings | None = None, *, library: Library | None = No
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _add_docs(app)
     openapi.install(app)
-    state.diagnosis_paths = api.diagnosis_paths(app)
+    state.diagnosis_paths = diagnosis_paths(app)
     app.add_middleware(CompressionMiddleware)
     app.add_middleware(accounts.CsrfCookieMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)

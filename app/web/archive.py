@@ -7,9 +7,10 @@ archive (`../x`, `/etc/x`) refuse the whole archive. Member names are shown, nev
 
 from __future__ import annotations
 
+import contextlib
 import tarfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import PurePosixPath
 from typing import BinaryIO
 
@@ -67,16 +68,21 @@ def gunzip_file(source: BinaryIO, limit: int, *, cap: int | None = None) -> Bina
     source.seek(0)
     gunzip = BoundedGunzip(limit if cap is None else cap, limit)
     out = spool(FILE_MEMORY)
-    try:
+    with contextlib.ExitStack() as on_error:
+        on_error.callback(out.close)
         while block := source.read(READ_CHUNK):
             for piece in gunzip.feed(block):
                 out.write(piece)
         gunzip.finish()
-    except BaseException:
-        out.close()
-        raise
+        on_error.pop_all()  # decoded whole: the caller holds it now
     out.seek(0)
     return out
+
+
+def close_logs(logs: Iterable[Log]) -> None:
+    """Close (and so delete) the spooled files of some logs."""
+    for _, file in logs:
+        file.close()
 
 
 def is_gzip(file: BinaryIO) -> bool:
@@ -143,75 +149,69 @@ def unpack(file: BinaryIO, name: str | None, budget: int, *, limit: int) -> list
     A gzip file is decompressed; a tar (plain or gzip-compressed) gives its regular files,
     each named by its path in the archive.
     """
-    opened: list[BinaryIO] = []
-    try:
+    with contextlib.ExitStack() as decoded:  # a gunzipped copy is closed unless it is the log returned
         if is_gzip(file):
             file = gunzip_file(file, limit, cap=budget + TAR_OVERHEAD)
-            opened.append(file)
+            decoded.callback(file.close)
         if is_tar(file):
-            logs = _members(file, budget, limit=limit)
-            for f in opened:
-                f.close()
-            return logs
+            return _members(file, budget, limit=limit)
         file.seek(0, 2)
         size = file.tell()
         file.seek(0)
         if size > budget:
             raise too_large(limit)
+        decoded.pop_all()
         return [(name, file)]
-    except BaseException:
-        for f in opened:
-            f.close()
-        raise
 
 
 def _members(file: BinaryIO, budget: int, *, limit: int) -> list[Log]:
     logs: list[Log] = []
-    total = 0
-    try:
-        with tarfile.open(fileobj=file, mode="r|") as tar:  # read in order, never seeking back
-            for count, member in enumerate(tar, 1):
-                if count > MAX_FILES:
-                    raise TooLarge(
-                        f"the archive holds more than {MAX_FILES} files; send at most {MAX_FILES} logs",
-                        extra={"limit": MAX_FILES},
-                    )
-                if member.isdir():
-                    continue
-                if not member.isreg() or member.issparse():
-                    raise BadInput(
-                        f"the archive holds {_kind(member)} ({_shown(member.name)}); only regular files are accepted"
-                    )
-                shown = member_name(member.name)
-                total += member.size
-                if total > budget:
-                    raise too_large(limit, "the logs in the archive are together")
-                source = tar.extractfile(member)
-                out = spool(FILE_MEMORY)
-                logs.append((shown, out))
-                if source is not None:
-                    while block := source.read(READ_CHUNK):
-                        out.write(block)
-                out.seek(0)
-                if is_gzip(out):  # rank3.log.gz inside the archive
-                    unpacked = gunzip_file(out, limit, cap=budget - total + member.size)
-                    out.close()
-                    logs[-1] = (shown.removesuffix(".gz"), unpacked)
-                    total += unpacked.seek(0, 2) - member.size
-                    unpacked.seek(0)
-                if is_tar(logs[-1][1]):  # an archive in the archive was once read as a text log (issue #38)
-                    raise BadInput(
-                        f"the archive holds another archive ({_shown(member.name)}); "
-                        "put the logs themselves in one archive"
-                    )
-    except tarfile.TarError as exc:
-        for _, f in logs:
-            f.close()
-        raise BadInput(f"the tar archive is corrupt or truncated ({exc}); check it with `tar -tzf`") from None
-    except BaseException:
-        for _, f in logs:
-            f.close()
-        raise
-    if not logs:
-        raise BadInput("the archive holds no files")
+    with contextlib.ExitStack() as on_error:
+        on_error.callback(close_logs, logs)  # whatever the list holds when it fails
+        try:
+            with tarfile.open(fileobj=file, mode="r|") as tar:  # read in order, never seeking back
+                _extract(tar, logs, budget, limit=limit)
+        except tarfile.TarError as exc:
+            raise BadInput(f"the tar archive is corrupt or truncated ({exc}); check it with `tar -tzf`") from None
+        if not logs:
+            raise BadInput("the archive holds no files")
+        on_error.pop_all()
     return logs
+
+
+def _extract(tar: tarfile.TarFile, logs: list[Log], budget: int, *, limit: int) -> None:
+    """Add each regular file of the archive to `logs`, spooled (gunzipped when it is gzip), within `budget` in all."""
+    total = 0
+    for count, member in enumerate(tar, 1):
+        if count > MAX_FILES:
+            raise TooLarge(
+                f"the archive holds more than {MAX_FILES} files; send at most {MAX_FILES} logs",
+                extra={"limit": MAX_FILES},
+            )
+        if member.isdir():
+            continue
+        if not member.isreg() or member.issparse():
+            raise BadInput(
+                f"the archive holds {_kind(member)} ({_shown(member.name)}); only regular files are accepted"
+            )
+        shown = member_name(member.name)
+        total += member.size
+        if total > budget:
+            raise too_large(limit, "the logs in the archive are together")
+        source = tar.extractfile(member)
+        out = spool(FILE_MEMORY)
+        logs.append((shown, out))
+        if source is not None:
+            while block := source.read(READ_CHUNK):
+                out.write(block)
+        out.seek(0)
+        if is_gzip(out):  # rank3.log.gz inside the archive
+            unpacked = gunzip_file(out, limit, cap=budget - total + member.size)
+            out.close()
+            logs[-1] = (shown.removesuffix(".gz"), unpacked)
+            total += unpacked.seek(0, 2) - member.size
+            unpacked.seek(0)
+        if is_tar(logs[-1][1]):  # an archive in the archive was once read as a text log (issue #38)
+            raise BadInput(
+                f"the archive holds another archive ({_shown(member.name)}); put the logs themselves in one archive"
+            )

@@ -20,7 +20,6 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse,
 
 from app.core.knowledge.loading import Library
 from app.web.deps import SettingsDep
-from app.web.learning import seen
 from app.web.search import MAX_QUERY, Results, SearchIndex, search
 from app.web.site import Links, Site, robots
 from app.web.state import state_of
@@ -112,7 +111,7 @@ def failure_page(request: Request, signature_id: str, encyclopedia: Encyclopedia
         return RedirectResponse(request.url_for("failure_page", signature_id=static_name).path, status_code=301)
     encyclopedia.site.signature(signature_id)  # NotFound before anything is cached
     base = _base(request, settings.base_url)
-    stats = seen(request, signature_id)  # held in memory; the page is cached per summary
+    stats = state_of(request.app).seen.get(signature_id)  # the last summary's; the page is cached per summary
     page = encyclopedia.page(
         ("entry", signature_id, base, repr(stats)),
         lambda: encyclopedia.site.render_entry(signature_id, Links(), base=base, seen=stats),

@@ -14,11 +14,10 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.config import Settings
-from app.errors import TraceloreError
+from app.errors import AdminsOnly, SignInFirst
 from app.jobs.learning import Summary, summarise
 from app.store import accounts as store
-from app.store.learning import EntryStats, all_entry_stats, clusters
-from app.web.accounts import SignInFirst
+from app.store.learning import all_entry_stats, clusters
 from app.web.deps import Sessions, SessionsDep
 from app.web.identity import clock, session_token
 from app.web.periodic import Sleep, repeat
@@ -60,20 +59,6 @@ async def learn_periodically(app: FastAPI, *, sleep: Sleep = anyio.sleep) -> Non
     )
 
 
-def seen(request: Request, signature_id: str) -> EntryStats | None:
-    """What the service has seen of an entry, from the last summary; None below the minimum or before one."""
-    return state_of(request.app).seen.get(signature_id)
-
-
-class _AdminsOnly(TraceloreError):
-    status = 403
-    type = "/problems/forbidden"
-    title = "Admins only"
-
-    def __init__(self) -> None:
-        super().__init__("this page is for admins: `tracelore admin set-admin EMAIL` grants it to a signed-in account")
-
-
 def _admin_page(request: Request, sessions: Sessions) -> Response:
     token = session_token(request)
     if not token:
@@ -83,7 +68,7 @@ def _admin_page(request: Request, sessions: Sessions) -> Response:
         if account is None:
             raise SignInFirst()
         if not account.is_admin:
-            raise _AdminsOnly()
+            raise AdminsOnly()
         since = clock(request) - timedelta(days=ADMIN_DAYS)
         found = clusters(session, since=since, include_resolved=True)
     response: Response = state_of(request.app).templates.TemplateResponse(

@@ -17,18 +17,20 @@ from app.core.models import Candidate, Diagnosis, Window
 from app.core.rendering.verdict import quiet_heading, trust, verdict
 from app.core.stored import StoredDiagnosis
 from app.errors import NotFound, TraceloreError
+from app.jobs.retention import not_before
 from app.quota.tiers import Usage
 from app.store.diagnoses import get_diagnosis
-from app.web.api import diagnose_request, diagnosis_url, not_before
-from app.web.deps import LibraryDep, MetricsDep, SessionDep, Sessions, SessionsDep, SettingsDep, SubjectDep
+from app.web.allowance import quota_upgrade, usage_for_page
+from app.web.delete_cookie import remember_delete_token
+from app.web.deps import MetricsDep, SessionDep, Sessions, SessionsDep, SettingsDep, SubjectDep
+from app.web.diagnosis_service import diagnose_request
 from app.web.formback import FormBack, form_back
 from app.web.identity import Subject
 from app.web.metrics import Metrics
-from app.web.quota import quota_upgrade, usage_for_page
-from app.web.retention import remember_delete_token
 from app.web.state import state_of
 from app.web.timeline import job_picture
 from app.web.upload import human_bytes
+from app.web.urls import diagnosis_url
 
 router = APIRouter()
 
@@ -124,17 +126,13 @@ def sample_log(name: str) -> PlainTextResponse:
 async def diagnose_form(
     request: Request,
     settings: SettingsDep,
-    library: LibraryDep,
     metrics: MetricsDep,
     sessions: SessionsDep,
     subject: SubjectDep,
 ) -> Response:
     """The form's target: diagnose, store, and redirect to the permalink (303, so reload does not resubmit)."""
-    try:
-        record, usage = await diagnose_request(  # the form always stores: its answer is the permalink
-            request, settings=settings, library=library, metrics=metrics, sessions=sessions, top=None,
-            subject=subject, body_may_refuse=False,
-        )  # fmt: skip
+    try:  # the form always stores: its answer is the permalink
+        record, usage = await diagnose_request(request, subject, body_may_refuse=False)
     except TraceloreError as exc:
         if exc.status == 503 or exc.status >= 500:
             raise

@@ -12,10 +12,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.core.redaction.redactor import secret_types
-from app.core.stored import StoredDiagnosis
-from app.errors import NotFound, TraceloreError
+from app.errors import NotFound, NotOwner
 from app.jobs.retention import purge_logged
 from app.store.diagnoses import delete_diagnosis, may_delete
+from app.web.delete_cookie import delete_cookie_name
 from app.web.deps import SessionDep, SettingsDep, SubjectDep
 from app.web.periodic import Sleep, repeat
 from app.web.problems import PROBLEM_JSON
@@ -23,15 +23,6 @@ from app.web.state import state_of
 
 PURGE_EVERY = 3600.0  # seconds between purges (`app.jobs.retention`) while the service runs
 TOKEN_HEADER = "X-Delete-Token"
-COOKIE_PREFIX = "tl_delete_"
-
-
-class NotOwner(TraceloreError):
-    """403: only the maker of a diagnosis (its delete token or its account) may delete it."""
-
-    status = 403
-    type = "/problems/not-owner"
-    title = "Not the owner"
 
 
 api = APIRouter()
@@ -48,26 +39,6 @@ async def purge_periodically(
     """Purge every `every` seconds until cancelled (the app purges once at start-up itself)."""
     purge = functools.partial(purge_logged, make_session, settings)
     await repeat(purge, every=every, what="the retention purge", first=False, sleep=sleep)
-
-
-def delete_cookie_name(diagnosis_id: str) -> str:
-    """The browser cookie that holds a diagnosis's delete token (scoped to its page)."""
-    return COOKIE_PREFIX + diagnosis_id
-
-
-def remember_delete_token(response: Response, record: StoredDiagnosis, settings: Settings, *, secure: bool) -> None:
-    """Give the browser that made a diagnosis the token to delete it (HttpOnly, this page only)."""
-    if record.delete_token is None:
-        return
-    response.set_cookie(
-        delete_cookie_name(record.permalink_id),
-        record.delete_token,
-        max_age=(settings.retention_days or 365) * 86400,
-        path=f"/d/{record.id}",
-        httponly=True,
-        secure=secure,
-        samesite="strict",  # never sent with a request started by another site
-    )
 
 
 def _delete(session: Session, diagnosis_id: str, *, token: str | None, subject: str) -> None:

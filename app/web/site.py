@@ -6,6 +6,7 @@ The same templates serve both; only `Links` differs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import shutil
@@ -299,7 +300,8 @@ def build_site(
     files = _files(site, base_url=base_url, service_url=service_url)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with contextlib.ExitStack() as on_error:
+        on_error.callback(shutil.rmtree, tmp, ignore_errors=True)
         for name, text in files.items():
             path = tmp / name
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -314,7 +316,5 @@ def build_site(
             shutil.rmtree(old)
         else:
             tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        on_error.pop_all()
     return sum(1 for name in files if name.endswith(".html"))

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from app.quota.tiers import Tier
     from app.store.learning import EntryStats
     from app.web.encyclopedia import Encyclopedia
+    from app.web.gate import Gate
     from app.web.metrics import Metrics
     from app.web.prefilter import PublishedRules
-    from app.web.service import Gate
 
 
 @dataclass

@@ -13,6 +13,7 @@ arrives (`app.web.jsonbody`).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -27,7 +28,7 @@ from starlette.datastructures import FormData, Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from app.errors import BadInput, Invalid, TooLarge, UnsupportedType
-from app.web.archive import FILE_MEMORY, MAX_FILES, BoundedGunzip, Log, is_tar, unpack
+from app.web.archive import FILE_MEMORY, MAX_FILES, BoundedGunzip, Log, close_logs, is_tar, unpack
 from app.web.jsonbody import SPOOL_MEMORY, JsonBody, human_bytes, too_large
 from app.web.upload_fields import ExcerptBody
 
@@ -56,8 +57,7 @@ class Upload:
 
     def close(self) -> None:
         """Delete spooled data."""
-        for _, f in self.files:
-            f.close()
+        close_logs(self.files)
         for f in self._closers:
             f.close()
 
@@ -214,18 +214,15 @@ async def read_upload(request: Request, *, limit: int) -> Upload:
     if kind in JSON_TYPES:
         return await _read_json(body, limit)
     spool = Spool()
-    try:
+    with contextlib.ExitStack() as on_error:
+        on_error.callback(spool.discard)
         async for chunk in body:
             await spool.write(chunk)
         file = await spool.finish()
-    except BaseException:
-        spool.discard()
-        raise
+        on_error.pop_all()
     if gzip_body and is_tar(file):  # a .tar.gz of per-rank logs
-        try:
+        with file:  # its logs are spooled apart
             return Upload(await _unpack_all([(None, file)], limit))
-        finally:
-            file.close()
     if spool.size > limit:
         file.close()
         raise too_large(limit)
@@ -234,7 +231,8 @@ async def read_upload(request: Request, *, limit: int) -> Upload:
 
 async def _read_json(body: AsyncIterator[bytes], limit: int) -> Upload:
     parser = JsonBody(limit)
-    try:
+    with contextlib.ExitStack() as on_error:
+        on_error.callback(parser.file.close)
         pending = bytearray()
         async for chunk in body:
             pending += chunk
@@ -243,9 +241,7 @@ async def _read_json(body: AsyncIterator[bytes], limit: int) -> Upload:
                 pending.clear()
         await anyio.to_thread.run_sync(parser.feed, bytes(pending))
         options = await anyio.to_thread.run_sync(parser.finish)
-    except BaseException:
-        parser.file.close()
-        raise
+        on_error.pop_all()
     name = _safe_name(options.name) if parser.excerpt is not None else None
     return Upload([(name, parser.file)], store=options.store, top=options.top, excerpt=parser.excerpt)
 
@@ -298,7 +294,8 @@ async def _read_multipart(request: Request, body: AsyncGenerator[bytes, None], l
         form = await parser.parse()
     except MultiPartException as exc:
         raise BadInput(f"malformed multipart body: {exc.message}") from None
-    try:
+    async with contextlib.AsyncExitStack() as on_error:
+        on_error.push_async_callback(form.close)
         store = _option_bool(_field(form.get("store")), "store")
         top = _option_int(_field(form.get("top")), "top")
         chosen = [p for p in form.getlist("file") if isinstance(p, UploadFile)]
@@ -310,9 +307,7 @@ async def _read_multipart(request: Request, body: AsyncGenerator[bytes, None], l
         if not parts:
             raise Invalid("the form has no `file` part and no `log` field")
         logs = await _unpack_all(parts, limit)
-    except BaseException:
-        await form.close()
-        raise
+        on_error.pop_all()
     # The form's files are closed with the upload: a log taken as it is stays that file.
     spooled = [v.file for _, v in form.multi_items() if isinstance(v, UploadFile)]
     return Upload(logs, store=store, top=top, _closers=spooled)
@@ -336,23 +331,20 @@ async def _unpack_all(parts: list[Log], limit: int) -> list[Log]:
 
     def run() -> list[Log]:
         logs: list[Log] = []
-        try:
+        with contextlib.ExitStack() as on_error:
+            on_error.callback(close_logs, logs)  # whatever the list holds when it fails
             for name, file in parts:
                 used = sum(_size(f) for _, f in logs)
                 logs.extend(unpack(file, name, limit - used, limit=limit))
                 if len(logs) > MAX_FILES:
                     raise TooLarge(f"more than {MAX_FILES} logs in one diagnosis", extra={"limit": MAX_FILES})
-        except BaseException:
-            for _, f in logs:
-                f.close()
-            raise
+            on_error.pop_all()
         return logs
 
     logs = await anyio.to_thread.run_sync(run)
     if len(logs) > 1:
         names = [name for name, _ in logs]
         if None in names or len(set(names)) < len(names):
-            for _, f in logs:
-                f.close()
+            close_logs(logs)
             raise Invalid("several logs need a distinct file name each (the name tells their ranks apart)")
     return logs

@@ -10,7 +10,8 @@ import pytest
 
 from app.core.keep import REDACTION_FLOOR, REDACTION_PER_MIB, compress_redacted, keep
 from app.core.knowledge.loading import Library
-from app.core.redaction.redactor import Budget, OverBudget, Redactor
+from app.core.redaction.redactor import Budget, Redactor
+from app.errors import OverBudget
 
 # Colour, a window title and a hyperlink, as a terminal logger prints them around an error.
 COLOURED = (

@@ -13,8 +13,8 @@ from sqlalchemy import event, select
 
 from app.core.knowledge.loading import Library
 from app.store.tables import QuotaUsageRow
-from app.web import service
-from app.web.service import Gate
+from app.web import diagnosis_service
+from app.web.gate import Gate
 from app.web.state import state_of
 from tests.support import SAMPLES, live_server, make_settings
 
@@ -85,12 +85,10 @@ def test_a_diagnosis_not_stored_writes_only_the_count(events: Any) -> None:
 def test_a_failed_save_counts_nothing(
     sqlite_url: str, tmp_path: Path, library: Library, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.web import api
-
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(api, "save_diagnosis", broken)
+    monkeypatch.setattr(diagnosis_service, "save_diagnosis", broken)
     settings = make_settings(sqlite_url, tmp_path)
     with live_server(settings, library) as server, server.client() as client:
         failed = client.post("/api/v1/diagnoses", content=OOM)
@@ -105,7 +103,7 @@ def test_the_gate_runs_at_most_one_diagnosis_per_thread_and_queues_the_rest(
 ) -> None:
     settings = make_settings(sqlite_url, tmp_path, max_in_flight=4)
     running, peak, lock = [0], [0], threading.Lock()
-    keep = service.keep
+    keep = diagnosis_service.keep
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         with lock:
@@ -117,7 +115,7 @@ def test_the_gate_runs_at_most_one_diagnosis_per_thread_and_queues_the_rest(
             with lock:
                 running[0] -= 1
 
-    monkeypatch.setattr(service, "keep", counted)
+    monkeypatch.setattr(diagnosis_service, "keep", counted)
     with live_server(settings, library) as server:
         state_of(server.app).gate = Gate(4, 5, threads=1)
         results: list[int] = []
@@ -149,8 +147,8 @@ def test_diagnosis_urls_are_what_url_for_gives(
 ) -> None:
     from starlette.requests import Request
 
-    from app.web.api import diagnosis_url
     from app.web.app import create_app
+    from app.web.urls import diagnosis_url
 
     app = create_app(make_settings(sqlite_url, tmp_path), library=library)
     scope = {

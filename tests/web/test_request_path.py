@@ -8,8 +8,8 @@ import pytest
 from starlette.datastructures import URLPath
 from starlette.requests import Request
 
-from app.web.api import absolute_url
 from app.web.identity import anonymous_id
+from app.web.urls import absolute_url
 
 SCOPES: list[dict[str, Any]] = [
     {"scheme": "http", "server": ("127.0.0.1", 8000), "headers": [(b"host", b"127.0.0.1:8000")], "root_path": ""},

@@ -15,12 +15,9 @@ import regex
 
 from app.core.engine.reader import read_lines
 from app.core.redaction.redactor import Redactor, count_placeholders
+from app.errors import AuthoringError
 
 MAX_EXAMPLE_LINES = 200  # an example is an excerpt, not a log
-
-
-class AuthoringError(ValueError):
-    """The excerpt or the signature file cannot be used as asked; the message says why."""
 
 
 @dataclass(frozen=True)

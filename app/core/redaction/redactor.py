@@ -30,6 +30,7 @@ from app.core.redaction.guards import GUARDS, guard_token
 from app.core.redaction.guards import entropy as entropy  # importable from here, as before
 from app.core.redaction.guards import is_secret_env_name as is_secret_env_name
 from app.core.redaction.rules import RULES
+from app.errors import OverBudget
 
 MARK = "[REDACTED:"
 PLACEHOLDER = MARK + "{}]"
@@ -102,10 +103,6 @@ def secret_types(*, network: bool = True) -> list[str]:
 
 _NOTHING: Mapping[str, int] = MappingProxyType({})
 MEMO_CHARS = 4 << 20  # text of the lines a stream remembers the redaction of (then it forgets them all)
-
-
-class OverBudget(Exception):
-    """Redacting took more work than it was allowed (see `Budget`)."""
 
 
 class Budget:

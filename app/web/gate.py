@@ -1,24 +1,14 @@
-"""Diagnoses on the web: the admission gate, and the hop to a worker thread where the core keeps the log."""
+"""The admission gate of diagnoses: slots in flight, a short queue for them, and the worker threads they run in."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator
 
 import anyio
-import anyio.to_thread
 
 from app.config import usable_cores
-from app.core.keep import Logs, keep
-from app.core.knowledge.loading import Library
-from app.core.redaction.redactor import DEFAULT, Redactor
-from app.core.stored import StoredDiagnosis
 from app.errors import Overloaded
-from app.web.metrics import Metrics
-from app.web.upload_fields import ExcerptBody
-
-T = TypeVar("T")
 
 QUEUE_PER_SLOT = 16  # requests that may wait for a slot, per slot: each holds at most a spool buffer
 
@@ -103,45 +93,3 @@ class Gate:
             yield
         finally:
             self._release()
-
-
-async def run_keep(
-    gate: Gate,
-    logs: Logs,
-    library: Library,
-    *,
-    top: int | None,
-    context: int,
-    keep_log: bool,
-    metrics: Metrics,
-    then: Callable[[StoredDiagnosis], T],
-    redactor: Redactor = DEFAULT,
-    excerpt: ExcerptBody | None = None,
-    scan_threads: int = 2,
-) -> T:
-    """Diagnose and keep a log (`app.core.keep`), then `then(kept)`, in one worker thread holding a gate slot.
-
-    `then` stores and counts what was kept (blocking): the whole walk is one hop off the event loop.
-    An excerpt's lines are loaded only once the slot is held: the slots bound that memory.
-    """
-
-    def work() -> T:
-        kept = keep(
-            logs,
-            library,
-            top=top,
-            context=context,
-            keep_log=keep_log,
-            redactor=redactor,
-            excerpt=excerpt.load(logs[0][1]) if excerpt is not None else None,
-            threads=scan_threads,
-        )
-        metrics.diagnosis(kept.seconds, ((c.id, c.role) for c in kept.candidates))
-        return then(kept)
-
-    async with gate.slot():
-        metrics.add_in_flight(1)
-        try:
-            return await anyio.to_thread.run_sync(work, limiter=gate.limiter)
-        finally:
-            metrics.add_in_flight(-1)
