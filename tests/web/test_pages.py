@@ -178,11 +178,12 @@ def test_the_environment_panel_shows_the_logs_facts_below_the_evidence(client: h
 
 
 def test_the_environment_panel_names_the_host_of_nccls_lines(client: httpx.Client) -> None:
-    """NVIDIA/nccl-tests#284's two nodes report drivers for different CUDA versions; NCCL names hosts, not ranks."""
+    """NVIDIA/nccl-tests#284's two nodes report drivers for different CUDA versions. NCCL's lines name
+    hosts; the worker's own lines also state its rank ("ncclCommInitRank ... rank 1 nranks 2")."""
     r = submit(client, files={"log": (None, NCCL_TESTS_284)})
     html = client.get(r.headers["location"], headers=HTML).text
     panel = html.split('class="panel environment"', 1)[1].split("</section>", 1)[0]
-    assert "<code>12.2</code> <span" in panel and "line 4, host agzen-worker</span>" in panel
+    assert "<code>12.2</code> <span" in panel and "line 4, rank 1</span>" in panel
     assert "line 8, host agzen-master</span>" in panel
     assert "<h3>Conflicts the log proves</h3>" in panel and "nodes of one job report different cuda_driver" in panel
 
