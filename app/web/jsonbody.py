@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from app.core.selection.excerpt import MAX_TEXT
+from app.core.selection import MAX_TEXT
 from app.errors import Invalid, TooLarge
 from app.web.upload_fields import EXPECTED, ExcerptBody, ExcerptLine, JsonOptions, invalid, malformed
 

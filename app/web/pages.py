@@ -13,8 +13,9 @@ from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse,
 from fastapi.templating import Jinja2Templates
 
 from app.config import Settings
-from app.core.models import Candidate, Diagnosis, Window
-from app.core.rendering.verdict import quiet_heading, trust, verdict
+from app.core import Candidate, Diagnosis
+from app.core.models import Window
+from app.core.rendering import quiet_heading, trust, verdict_line
 from app.core.stored import StoredDiagnosis
 from app.errors import NotFound, TraceloreError
 from app.jobs.retention import not_before
@@ -284,7 +285,7 @@ def page_context(record: StoredDiagnosis) -> dict[str, Any]:
         "shown_ranks": shown_ranks,
         "ranks_text": ranks_text,
         "several_files": len(d.input.files) > 1,  # then every evidence line says which file it is from
-        "verdict": verdict(d).removeprefix("Verdict: "),
+        "verdict": verdict_line(d).removeprefix("Verdict: "),
         "trust": trust(d),
         "heading": quiet_heading(d),
     }

@@ -19,8 +19,8 @@ from xml.sax.saxutils import escape as xml_escape
 
 import jinja2
 
-from app.core.knowledge.loading import Library
-from app.core.knowledge.schema import Signature
+from app.core import Library
+from app.core.knowledge import Signature
 from app.errors import BadInput, NotFound
 from app.store.learning import EntryStats
 from app.web import entries

@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
-from app.core.engine.fill import template
-from app.core.models import Candidate, Evidence
-from app.core.rendering.text import merged_spans
+from app.core import Candidate
+from app.core.engine import template
+from app.core.models import Evidence
+from app.core.rendering import merged_spans
 from app.core.times import Yearless, comparable, span
 from app.resources import resource_dir
 from app.web.upload import human_bytes

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
-from app.core.models import Candidate, Diagnosis
+from app.core import Candidate, Diagnosis
 
 # "repeat": the first failure again, on another rank or later (only its first line is "initiating").
 MarkKind = Literal["initiating", "repeat", "collateral", "contributing", "earlier"]
