@@ -14,6 +14,8 @@ to fire on a planted violation:
   (`app.core.keep`), so a request's walk stays in the core once it gets there;
 * no router module of the web layer imports another: what two of them share (the diagnosis
   request's walk, the allowance, the URLs of a diagnosis) lives in a module of its own;
+* the pages' templates call nothing of the core: no filter or global of their Jinja environment
+  is the core's or lives in a module that imports it (a page's view model is worked out first);
 * every error class lives in an errors module (`app/errors.py`, `app/cli/errors.py`);
 * no module of the application is longer than MAX_MODULE_LINES lines: one that grows past
   it is split along what its parts hold.
@@ -237,6 +239,90 @@ def test_the_web_never_reads_a_log_itself() -> None:
 
 def test_no_router_imports_another_router() -> None:
     assert router_offenders(APP) == []
+
+
+def runtime_imports(tree: ast.AST) -> Iterator[tuple[str, list[str]]]:
+    """The imports a module makes when it runs: those under `if TYPE_CHECKING:` aside."""
+    checking = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+    ]
+    only_typing = {id(n) for block in checking for stmt in block.body for n in ast.walk(stmt)}
+    return ((m, names) for m, names in imports(tree) if not _imported_in(tree, m, names, only_typing))
+
+
+def _imported_in(tree: ast.AST, module: str, names: list[str], skipped: set[int]) -> bool:
+    """Every import statement of `module` taking `names` is among the skipped nodes."""
+    statements = [
+        n
+        for n in ast.walk(tree)
+        if (isinstance(n, ast.ImportFrom) and n.module == module and [a.name for a in n.names] == names)
+        or (isinstance(n, ast.Import) and not names and module in [a.name for a in n.names])
+    ]
+    return all(id(n) in skipped for n in statements)
+
+
+def template_core_offenders(callables: dict[str, object], root: Path) -> list[str]:
+    """Filters and globals of a Jinja environment that are the core's, or live in a module that imports it."""
+    offenders = []
+    for name, value in sorted(callables.items()):
+        module = getattr(value, "__module__", None) or ""
+        if not callable(value) or not _within(module, ("app",)):
+            continue  # Jinja's own filters, and values (a tuple of samples) the templates only read
+        if _within(module, ("app.core",)):
+            offenders.append(f"{name} is {module}.{getattr(value, '__name__', '?')}")
+            continue
+        parts = module.split(".")[1:]
+        path = root.joinpath(*parts).with_suffix(".py")
+        path = path if path.is_file() else root.joinpath(*parts, "__init__.py")
+        offenders += [
+            f"{name} ({module}) imports {m}"
+            for m, _ in runtime_imports(ast.parse(path.read_text()))
+            if _within(m, ("app.core",))
+        ]
+    return offenders
+
+
+def test_the_templates_call_nothing_of_the_core() -> None:
+    from app.web.identity import csrf_token
+    from app.web.templating import make_templates
+
+    env = make_templates().env
+    found = {**env.filters, **env.globals, "csrf_token": csrf_token}  # the app adds csrf_token
+    assert template_core_offenders(found, APP) == []
+
+
+def test_the_template_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "web/fine.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app.core.models import Evidence\n",
+            "web/calls.py": "from app.core.rendering import merged_spans\nimport app.core.times\n",
+        },
+    )
+
+    def filter_in(module: str) -> object:
+        def f(text: str) -> str:
+            return text
+
+        f.__module__ = module
+        return f
+
+    from app.core.engine.fill import template
+
+    found = {
+        "visible": filter_in("app.web.fine"),
+        "marked": filter_in("app.web.calls"),
+        "template": template,
+        "truncate": filter_in("jinja2.filters"),
+        "samples": ("a", "b"),
+    }
+    assert template_core_offenders(found, root) == [
+        "marked (app.web.calls) imports app.core.rendering",
+        "marked (app.web.calls) imports app.core.times",
+        "template is app.core.engine.fill.template",
+    ]
 
 
 ERROR_MODULES = ("errors.py", "cli/errors.py")  # where every error class of the application lives

@@ -33,7 +33,7 @@ MIN_WIDTH = 320  # fits a 390 px phone with the page's margins, wide enough to r
 
 
 class TimelineEvent(Protocol):
-    """When a failure first appeared on one rank (pages.TimelineEntry)."""
+    """When a failure first appeared on one rank (diagnosis_view.TimelineEntry)."""
 
     @property
     def time(self) -> datetime | None: ...

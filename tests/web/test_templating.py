@@ -1,9 +1,9 @@
-"""Template filters: spans are highlighted, merged and escaped."""
+"""The evidence on the diagnosis page: spans are highlighted, merged and escaped."""
 
 from __future__ import annotations
 
 from app.core.models import Evidence
-from app.web.templating import by_line, marked
+from app.web.diagnosis_view import by_line, marked
 
 
 def test_marked_merges_overlaps_clamps_and_escapes() -> None:
