@@ -85,10 +85,7 @@ class EvidenceLine:
     rank: int | None
     text: str
     spans: tuple[tuple[int, int], ...]
-
-    @property
-    def html(self) -> Markup:
-        return marked(self.text, self.spans)
+    html: Markup  # the text escaped, the spans marked: worked out here, not while the page renders
 
 
 def by_line(evidence: Iterable[Evidence]) -> list[EvidenceLine]:
@@ -96,10 +93,11 @@ def by_line(evidence: Iterable[Evidence]) -> list[EvidenceLine]:
     grouped: dict[tuple[str | None, int, str], list[Evidence]] = {}
     for e in evidence:
         grouped.setdefault((e.file, e.line, e.text), []).append(e)
-    return [
-        EvidenceLine(line, file, items[0].rank, text, tuple(e.span for e in items))
-        for (file, line, text), items in grouped.items()
-    ]
+    lines = []
+    for (file, line, text), items in grouped.items():
+        spans = tuple(e.span for e in items)
+        lines.append(EvidenceLine(line, file, items[0].rank, text, spans, marked(text, spans)))
+    return lines
 
 
 def marked(text: str, spans: Iterable[tuple[int, int]]) -> Markup:
