@@ -6,10 +6,16 @@ to fire on a planted violation:
 * the store and the quota never import the web layer;
 * the CLI uses only the web layer's public entry points, and its command modules never import
   the `tracelore` group (`app.cli`), which imports them;
+* the outer layers use the core only through its public surface: the `app.core` facade, the
+  faces of its parts (`app.core.engine`, `app.core.knowledge`, ...: each package names what it
+  shows in `__all__`) and its vocabulary modules (`models`, `times`, `stored`, `keep`), never a
+  module deep inside a part (`app.core.engine.scanner`);
 * the web layer never reads a log itself: what is kept of a log is the core's work
   (`app.core.keep`), so a request's walk stays in the core once it gets there;
 * no router module of the web layer imports another: what two of them share (the diagnosis
   request's walk, the allowance, the URLs of a diagnosis) lives in a module of its own;
+* the pages' templates call nothing of the core: no filter or global of their Jinja environment
+  is the core's or lives in a module that imports it (a page's view model is worked out first);
 * every error class lives in an errors module (`app/errors.py`, `app/cli/errors.py`);
 * no module of the application is longer than MAX_MODULE_LINES lines: one that grows past
   it is split along what its parts hold.
@@ -144,7 +150,7 @@ def web_log_offenders(root: Path) -> list[str]:
     """
     offenders = []
     for path, tree in _modules(root, "web/**/*.py"):
-        for module, names in imports(tree):
+        for module, names in through_faces(root, imports(tree)):
             if _within(module, LOG_READING) and not (
                 module == "app.core.selection.excerpt" and set(names) <= EXCERPT_SHAPE
             ):
@@ -153,6 +159,15 @@ def web_log_offenders(root: Path) -> list[str]:
 
 
 EXCERPT_SHAPE = {"Excerpt", "MAX_TEXT"}
+
+
+def through_faces(root: Path, found: Iterable[tuple[str, list[str]]]) -> Iterator[tuple[str, list[str]]]:
+    """Imports as they reach the core's modules: a name taken from a face, from the module it lives in."""
+    for module, names in found:
+        homes = face_homes(root, module) if _within(module, ("app.core",)) else {}
+        if not names or set(names) - set(homes):
+            yield module, [n for n in names if n not in homes]
+        yield from ((homes[n][0], [homes[n][1]]) for n in names if n in homes)
 
 
 def _module_name(root: Path, path: Path) -> str:
@@ -226,6 +241,90 @@ def test_no_router_imports_another_router() -> None:
     assert router_offenders(APP) == []
 
 
+def runtime_imports(tree: ast.AST) -> Iterator[tuple[str, list[str]]]:
+    """The imports a module makes when it runs: those under `if TYPE_CHECKING:` aside."""
+    checking = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+    ]
+    only_typing = {id(n) for block in checking for stmt in block.body for n in ast.walk(stmt)}
+    return ((m, names) for m, names in imports(tree) if not _imported_in(tree, m, names, only_typing))
+
+
+def _imported_in(tree: ast.AST, module: str, names: list[str], skipped: set[int]) -> bool:
+    """Every import statement of `module` taking `names` is among the skipped nodes."""
+    statements = [
+        n
+        for n in ast.walk(tree)
+        if (isinstance(n, ast.ImportFrom) and n.module == module and [a.name for a in n.names] == names)
+        or (isinstance(n, ast.Import) and not names and module in [a.name for a in n.names])
+    ]
+    return all(id(n) in skipped for n in statements)
+
+
+def template_core_offenders(callables: dict[str, object], root: Path) -> list[str]:
+    """Filters and globals of a Jinja environment that are the core's, or live in a module that imports it."""
+    offenders = []
+    for name, value in sorted(callables.items()):
+        module = getattr(value, "__module__", None) or ""
+        if not callable(value) or not _within(module, ("app",)):
+            continue  # Jinja's own filters, and values (a tuple of samples) the templates only read
+        if _within(module, ("app.core",)):
+            offenders.append(f"{name} is {module}.{getattr(value, '__name__', '?')}")
+            continue
+        parts = module.split(".")[1:]
+        path = root.joinpath(*parts).with_suffix(".py")
+        path = path if path.is_file() else root.joinpath(*parts, "__init__.py")
+        offenders += [
+            f"{name} ({module}) imports {m}"
+            for m, _ in runtime_imports(ast.parse(path.read_text()))
+            if _within(m, ("app.core",))
+        ]
+    return offenders
+
+
+def test_the_templates_call_nothing_of_the_core() -> None:
+    from app.web.identity import csrf_token
+    from app.web.templating import make_templates
+
+    env = make_templates().env
+    found = {**env.filters, **env.globals, "csrf_token": csrf_token}  # the app adds csrf_token
+    assert template_core_offenders(found, APP) == []
+
+
+def test_the_template_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "web/fine.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app.core.models import Evidence\n",
+            "web/calls.py": "from app.core.rendering import merged_spans\nimport app.core.times\n",
+        },
+    )
+
+    def filter_in(module: str) -> object:
+        def f(text: str) -> str:
+            return text
+
+        f.__module__ = module
+        return f
+
+    from app.core.engine.fill import template
+
+    found = {
+        "visible": filter_in("app.web.fine"),
+        "marked": filter_in("app.web.calls"),
+        "template": template,
+        "truncate": filter_in("jinja2.filters"),
+        "samples": ("a", "b"),
+    }
+    assert template_core_offenders(found, root) == [
+        "marked (app.web.calls) imports app.core.rendering",
+        "marked (app.web.calls) imports app.core.times",
+        "template is app.core.engine.fill.template",
+    ]
+
+
 ERROR_MODULES = ("errors.py", "cli/errors.py")  # where every error class of the application lives
 
 
@@ -276,7 +375,7 @@ def test_cli_commands_never_import_their_group() -> None:
 CORE_ORDER: tuple[frozenset[str], ...] = tuple(
     frozenset(level.split())
     for level in (
-        "times env_labels",
+        "times env_labels faces",
         "models",
         "stored patterns",
         "redaction",
@@ -309,6 +408,117 @@ def core_order_offenders(root: Path, order: tuple[frozenset[str], ...] = CORE_OR
             if part not in level or target not in level or level[target] >= level[part]:
                 found.append(f"{path.relative_to(root)} imports {name}")
     return found
+
+
+# The core's public surface: what the layers outside app/core may import from it. The facade;
+# the faces of the parts, each a package naming in `__all__` what it shows (and, for type
+# checkers, importing it under TYPE_CHECKING; `app.core.faces` imports each when first asked
+# for); and the vocabulary the layers share with the core, modules of a few names each.
+CORE_FACADE = "app.core"
+CORE_PART_FACES = frozenset(
+    f"app.core.{part}" for part in ("engine", "knowledge", "redaction", "rendering", "selection", "authoring")
+)
+CORE_MODULE_FACES = frozenset({"app.core.models", "app.core.times", "app.core.stored", "app.core.keep"})
+CORE_FACES = frozenset({CORE_FACADE}) | CORE_PART_FACES | CORE_MODULE_FACES
+
+
+def _face_file(root: Path, face: str) -> Path:
+    return root.joinpath(*face.split(".")[1:], "__init__.py")
+
+
+def face_names(root: Path, face: str) -> set[str] | None:
+    """The names a package face shows (its literal `__all__`), or None for a module face."""
+    path = _face_file(root, face)
+    if not path.is_file():
+        return None
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+def face_homes(root: Path, face: str) -> dict[str, tuple[str, str]]:
+    """What a package face's TYPE_CHECKING imports say of each name: (its module, its name there)."""
+    path = _face_file(root, face)
+    homes: dict[str, tuple[str, str]] = {}
+    if not path.is_file():
+        return homes
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imported in (n for n in node.body if isinstance(n, ast.ImportFrom) and n.module):
+                homes |= {a.asname or a.name: (str(imported.module), a.name) for a in imported.names}
+    return homes
+
+
+def core_surface_offenders(root: Path, faces: frozenset[str] = CORE_FACES) -> list[str]:
+    """Modules outside app/core that import a core module that is no face, or a name a face does not show."""
+    offenders = []
+    for path, tree in _modules(root, "**/*.py"):
+        where = path.relative_to(root)
+        if where.parts[0] == "core":
+            continue
+        for module, names in imports(tree):
+            if not _within(module, ("app.core",)):
+                continue
+            if module not in faces:
+                offenders.append(f"{where.as_posix()} imports {module}")
+                continue
+            shown = face_names(root, module)
+            for name in names:
+                hidden = name.startswith("_") or (shown is not None and name not in shown)
+                if hidden and f"{module}.{name}" not in faces:
+                    offenders.append(f"{where.as_posix()} imports {module}.{name}")
+    return offenders
+
+
+def test_the_outer_layers_use_the_core_through_its_faces() -> None:
+    assert core_surface_offenders(APP) == []
+
+
+@pytest.mark.parametrize("face", sorted(CORE_PART_FACES))
+def test_every_face_shows_what_it_imports_and_nothing_else(face: str) -> None:
+    import importlib
+
+    module = importlib.import_module(face)
+    homes = face_homes(APP, face)
+    assert face_names(APP, face) == set(homes) == set(module.HOMES), face
+    for name, (home, attribute) in homes.items():
+        assert module.HOMES[name] in (home, (home, attribute)), name
+        assert getattr(module, name) is getattr(importlib.import_module(home), attribute), name
+    # A name that is also one of the package's modules would be that module once it is imported.
+    package = _face_file(APP, face).parent
+    assert not {p.stem for p in package.glob("*.py")} & set(homes), face
+
+
+def test_the_core_surface_rule_fires(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "core/__init__.py": 'from app.core.models import Diagnosis\n__all__ = ["Diagnosis", "diagnose"]\n',
+            "core/engine/__init__.py": '__all__ = ["LiveJob"]\n',
+            "core/engine/live.py": "from app.core.engine.scanner import FileScanner\n",  # inside the core: any module
+            "core/models.py": "class Window: ...\n",
+            "web/fine.py": (
+                "from app.core import Diagnosis, diagnose, engine\n"
+                "from app.core.engine import LiveJob\n"
+                "from app.core.models import Window\n"
+            ),
+            "web/deep.py": "from app.core.engine.live import LiveJob\n",
+            "cli/hidden.py": "from app.core.engine import LiveJob, FileScanner\nfrom app.core.models import _Shape\n",
+            "lsp/server.py": "def scan():\n    import app.core.engine.scanner\n",
+            "store/facade.py": "from app.core import load_everything\n",
+            "watch/follow.py": "from app.core.patterns.rewrites import open_repeats\n",
+        },
+    )
+    faces = frozenset({"app.core", "app.core.engine", "app.core.models"})
+    assert core_surface_offenders(root, faces) == [
+        "cli/hidden.py imports app.core.engine.FileScanner",
+        "cli/hidden.py imports app.core.models._Shape",
+        "lsp/server.py imports app.core.engine.scanner",
+        "store/facade.py imports app.core.load_everything",
+        "watch/follow.py imports app.core.patterns.rewrites",
+        "web/deep.py imports app.core.engine.live",
+    ]
 
 
 def test_the_core_keeps_its_order() -> None:
@@ -421,10 +631,18 @@ def test_the_web_log_rule_fires(tmp_path: Path) -> None:
             "web/windows.py": "from app.core.engine.reader import decode, iter_chunks\n",
             "web/deep/sniffs.py": "import app.core.engine.sniff\n",
             "web/remaps.py": "from app.core.selection.excerpt import excerpt_windows\n",
+            "core/engine/__init__.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from app.core.engine.fill import template as template\n"
+                "    from app.core.engine.reader import strip_ansi as strip_ansi\n"
+            ),
+            "web/faced.py": "from app.core.engine import strip_ansi, template\n",  # a face of the reader
         },
     )
     assert sorted(web_log_offenders(root)) == [
         "web/deep/sniffs.py imports app.core.engine.sniff",
+        "web/faced.py imports app.core.engine.reader",
         "web/remaps.py imports app.core.selection.excerpt",
         "web/windows.py imports app.core.engine.reader",
     ]

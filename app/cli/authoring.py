@@ -12,12 +12,20 @@ from app.cli.context import current
 from app.cli.errors import CommandError
 from app.cli.logs import open_logs, progress_line
 from app.cli.options import SIGNATURES
-from app.core.authoring.examples import append_example, cut_excerpt, parse_range
-from app.core.authoring.explain import explain, render_explanation
-from app.core.authoring.lint import CHECKS, FILE_CHECKS, check_examples, load_taxonomy
-from app.core.authoring.lint import lint as run_lint
-from app.core.knowledge.loading import TAXONOMY_FILE, load_library
-from app.core.knowledge.parsing import parse_signature
+from app.core import load_library
+from app.core.authoring import (
+    CHECKS,
+    FILE_CHECKS,
+    append_example,
+    check_examples,
+    cut_excerpt,
+    explain_signature,
+    lint_library,
+    load_taxonomy,
+    parse_range,
+    render_explanation,
+)
+from app.core.knowledge import TAXONOMY_FILE, parse_signature
 from app.errors import AuthoringError, LibraryError, TraceloreError
 
 
@@ -52,7 +60,7 @@ def lint_command(
         None,
     )
     taxonomy = load_taxonomy(taxonomy_path, coverage=taxonomy_path.parent == root.resolve()) if taxonomy_path else None
-    report = run_lint(root, taxonomy=taxonomy, skip=skip)
+    report = lint_library(root, taxonomy=taxonomy, skip=skip)
     for issue in report.issues:
         click.echo(str(issue), err=issue.severity == "error")
     click.echo(report.summary())
@@ -74,7 +82,7 @@ def explain_command(signature_id: str, logs: tuple[str, ...], signatures: Path |
     library = current().library(signatures)
     try:
         with open_logs(logs) as opened, progress_line() as shown:
-            result = explain(opened, library, signature_id, progress=shown)
+            result = explain_signature(opened, library, signature_id, progress=shown)
     except (TraceloreError, OSError, EOFError, gzip.BadGzipFile) as exc:
         raise CommandError(getattr(exc, "detail", None) or str(exc)) from exc
     click.echo(render_explanation(result), nl=False)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
     from sqlalchemy.orm import Session
 
-    from app.core.knowledge.loading import Library
+    from app.core import Library
 
 
 def scan_threads() -> int:
@@ -68,7 +68,7 @@ class CliContext:
 
     def library(self, signatures: Path | None) -> Library:
         """The signature library of --signatures (or the configured one), through the parse cache."""
-        from app.core.knowledge.loading import load_library
+        from app.core import load_library
         from app.errors import LibraryError
 
         try:

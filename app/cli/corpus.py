@@ -21,7 +21,7 @@ from app.errors import CorpusError
 from app.evaluation.corpus import CaseSpec, FirstSight, Sampling, add_case
 
 if TYPE_CHECKING:
-    from app.core.knowledge.loading import Library
+    from app.core import Library
 
 DEFAULT_CORPUS = Path("tests/corpus")
 # The corpus folder option of the commands that write to it.
@@ -210,7 +210,7 @@ def eval_command(
     (and no case got worse than the baseline), 1 otherwise, 2 usage error or a malformed corpus.
     The thresholds hold the whole corpus: with --only they are not applied.
     """
-    from app.core.knowledge.loading import MEASURED_FILE, TAXONOMY_FILE
+    from app.core.knowledge import MEASURED_FILE, TAXONOMY_FILE
     from app.evaluation.corpus import load_corpus, load_thresholds
     from app.evaluation.evaluate import (
         evaluate,

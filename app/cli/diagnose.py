@@ -18,8 +18,9 @@ from app.cli.context import current, scan_threads
 from app.cli.errors import CommandError
 from app.cli.logs import open_logs, progress_line, written
 from app.cli.options import SIGNATURES
-from app.core.models import LIKELY, Diagnosis
-from app.core.rendering.registry import FORMATS, Links, render_report
+from app.core import Diagnosis
+from app.core.models import LIKELY
+from app.core.rendering import FORMATS, Links, render_report
 from app.errors import TraceloreError
 
 # What only one mode needs (the HTTP client, the evidence rules) is imported when it runs.
@@ -81,8 +82,7 @@ def _remote(
             shown.clear()
             click.echo(f"Sending {name}: the whole log, {human_size(len(payload))}", err=True)
             return post_log(server, payload, filename=filename, **options)
-        from app.core.selection.rules import prefilter_spec
-        from app.core.selection.selector import select_evidence
+        from app.core.selection import prefilter_spec, select_evidence
 
         older = spec is None  # a server from before excerpts: same rules from the local library, sent as text
         excerpt = select_evidence(blocks, spec or prefilter_spec(current().library(signatures)), threads=scan_threads())
@@ -127,8 +127,7 @@ def _remote_job(
             if full:
                 sent.append((Path(name or "log").name, b"".join(blocks)))
                 continue
-            from app.core.selection.rules import prefilter_spec
-            from app.core.selection.selector import select_evidence
+            from app.core.selection import prefilter_spec, select_evidence
 
             rules = spec or prefilter_spec(current().library(signatures))
             excerpt = select_evidence(blocks, rules, threads=scan_threads())
@@ -219,7 +218,7 @@ def diagnose(
                 raise CommandError(str(exc)) from exc
             result, permalink = remote.diagnosis, remote.url
         else:
-            from app.core.engine.diagnose import diagnose_many
+            from app.core import diagnose_many
 
             library = current().library(signatures)
             with open_logs(logs) as opened, progress_line() as shown:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 import click
 
-from app.core.engine.sniff import GZIP_MAGIC, SNIFF, check_text
+from app.core.engine import GZIP_MAGIC, SNIFF, check_text
 from app.errors import NotText
 
 if TYPE_CHECKING:

@@ -64,7 +64,7 @@ def draft(key: str, sig_id: str | None, out: Path | None) -> None:
     """
     import regex
 
-    from app.core.authoring.unknowns import draft_signature, similarity
+    from app.core.authoring import draft_signature, similarity
     from app.store.learning import cluster_lines, clusters, find_cluster
 
     if sig_id is not None and not regex.fullmatch(r"[a-z][a-z0-9_]*\.[a-z0-9_]+", sig_id):

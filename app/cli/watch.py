@@ -23,9 +23,9 @@ from app.cli.heap import fix_mmap_threshold
 from app.cli.options import SIGNATURES
 from app.cli.watch_reports import Notifier, Permalinks
 from app.cli.watch_sources import Files, Stdin
-from app.core.engine.live import LiveJob
-from app.core.models import Diagnosis
-from app.core.rendering.text import render_text
+from app.core import Diagnosis
+from app.core.engine import LiveJob
+from app.core.rendering import render_text
 from app.watch.follow import Follower
 
 # Diagnose at most this often while lines pour in: ranking a job of many files costs tens of

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from app.core.engine.live import LiveJob
-from app.core.models import Diagnosis
+from app.core import Diagnosis
+from app.core.engine import LiveJob
 
 NOTIFY_TIMEOUT = 60.0  # seconds a --notify command may run
 

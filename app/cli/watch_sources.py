@@ -10,8 +10,7 @@ from datetime import datetime
 
 import click
 
-from app.core.engine.live import LiveJob
-from app.core.engine.reader import BLOCK
+from app.core.engine import BLOCK, LiveJob
 from app.watch.follow import Follower, Waiter
 
 

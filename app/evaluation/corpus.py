@@ -18,8 +18,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from app.core.knowledge.scoring import FIGURES, SCOPES
-from app.core.redaction.redactor import DEFAULT, Redactor
+from app.core.knowledge import FIGURES, SCOPES
+from app.core.redaction import DEFAULT, Redactor
 from app.errors import CorpusError
 
 CASE_FILE = "case.yaml"

@@ -13,20 +13,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from app.core.authoring.lint import load_taxonomy
-from app.core.engine.diagnose import diagnose_many
-from app.core.engine.prefixes import parse_prefixes
-from app.core.engine.reader import strip_ansi
-from app.core.knowledge.loading import Library
-from app.core.knowledge.scoring import (
-    ESTABLISHED,
-    FIGURES,
-    SAMPLED,
-    Outcome,
-    Report,
-    score,
-)
-from app.core.knowledge.sights import Ratio, Sight, SightGroup
+from app.core import Library, diagnose_many
+from app.core.authoring import load_taxonomy
+from app.core.engine import parse_prefixes, strip_ansi
+from app.core.knowledge import ESTABLISHED, FIGURES, SAMPLED, Outcome, Ratio, Report, Sight, SightGroup, score
 from app.errors import CorpusError, TraceloreError
 from app.evaluation.corpus import Case, FirstSight
 

@@ -18,8 +18,8 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.authoring.unknowns import recognised_by
-from app.core.knowledge.loading import Library
+from app.core import Library
+from app.core.authoring import recognised_by
 from app.store.learning import cluster_lines, clusters, compute_entry_stats, mark_resolved
 from app.store.summary import BATCH, claim_new_lines, cluster_keys_after, count_new_failures, set_state, state
 from app.store.tables import UnknownResolutionRow

@@ -15,8 +15,8 @@ from lsprotocol import types as lsp
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from app.core.engine.live import LiveScan
-from app.core.knowledge.loading import Library
+from app.core import Library
+from app.core.engine import LiveScan
 from app.lsp.text import LogText
 
 # A copy of a document's scan is kept every CHECKPOINT_BYTES bytes of its text (UTF-8), so an

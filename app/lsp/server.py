@@ -24,9 +24,8 @@ from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 
 from app import __version__
-from app.core.engine.live import LiveJob, LiveScan
-from app.core.knowledge.loading import Library
-from app.core.models import Candidate, Diagnosis
+from app.core import Candidate, Diagnosis, Library
+from app.core.engine import LiveJob, LiveScan
 from app.lsp.docs import CHECKPOINT_BYTES, Doc, TextProtocol, doc_name
 from app.lsp.text import LogText
 from app.lsp.views import diagnostics_for, explain, rank_symbols

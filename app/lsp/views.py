@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from lsprotocol import types as lsp
 
-from app.core.models import Candidate, Diagnosis
+from app.core import Candidate, Diagnosis
 from app.lsp.docs import line_range
 
 SOURCE = "tracelore"

@@ -18,8 +18,8 @@ from sqlalchemy import ColumnElement, Connection, Table, delete, func, insert, s
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.core.authoring.unknowns import unknown_lines
-from app.core.models import Diagnosis
+from app.core import Diagnosis
+from app.core.authoring import unknown_lines
 from app.store.summary import day_counts
 from app.store.tables import DiagnosisFailureRow, EntryStatRow, UnknownLineRow, UnknownResolutionRow
 

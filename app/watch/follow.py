@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from app.core.engine.live import LiveJob, LiveScan
-from app.core.engine.reader import BLOCK
+from app.core.engine import BLOCK, LiveJob, LiveScan
 
 # Already compressed or rotated away: never a log being written.
 _SKIPPED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tmp", ".swp", ".lock", ".json")

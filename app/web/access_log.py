@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 
-from app.core.redaction.redactor import Redactor
+from app.core.redaction import Redactor
 
 ACCESS_LOGGER = "uvicorn.access"
 _PATH_TOKENS = re.compile(r"^(/account/sign-in/)[^/?]+")

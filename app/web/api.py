@@ -12,7 +12,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import text
 
 from app.config import Settings
-from app.core.knowledge.schema import Signature
+from app.core.knowledge import Signature
 from app.core.models import Window, entry_path
 from app.core.stored import StoredDiagnosis
 from app.errors import Forbidden, NotFound, NotReady, Unauthorized

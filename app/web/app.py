@@ -20,8 +20,8 @@ from fastapi.staticfiles import StaticFiles
 
 from app import __version__
 from app.config import Settings, thread_policy
-from app.core.knowledge.loading import Library, load_library
-from app.core.redaction.redactor import Redactor
+from app.core import Library, load_library
+from app.core.redaction import Redactor
 from app.quota.tiers import tier_table
 from app.store.accounts import utcnow
 from app.store.db import make_engine, make_sessionmaker

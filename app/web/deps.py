@@ -14,7 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.core.knowledge.loading import Library
+from app.core import Library
 from app.web.identity import Subject as Subject  # re-exported: routes import it from here
 from app.web.identity import needs_database, resolve_subject
 from app.web.metrics import Metrics

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from app.core.knowledge.loading import Library
+from app.core import Library
 from app.web.deps import SettingsDep
 from app.web.search import MAX_QUERY, Results, SearchIndex, search
 from app.web.site import Links, Site, robots

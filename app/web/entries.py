@@ -21,8 +21,8 @@ from pygments.lexer import Lexer
 from pygments.lexers import TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from app.core.knowledge.loading import Library
-from app.core.knowledge.schema import Example, Pattern, Signature
+from app.core import Library
+from app.core.knowledge import Example, Pattern, Signature
 
 # Layers in the order a person debugging a run meets them; unknown layers follow alphabetically.
 LAYER_TITLES = {

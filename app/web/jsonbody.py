@@ -18,8 +18,9 @@ from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from app.core.selection.excerpt import MAX_TEXT
+from app.core.selection import MAX_TEXT
 from app.errors import Invalid, TooLarge
+from app.web.sizes import human_bytes
 from app.web.upload_fields import EXPECTED, ExcerptBody, ExcerptLine, JsonOptions, invalid, malformed
 
 SPOOL_MEMORY = 1 << 20  # decoded text stays in memory up to this size, then goes to a temporary file
@@ -336,14 +337,3 @@ def tail_size(limit: int) -> str:
     if half >= 1 << 20:
         return f"{half >> 20}M"
     return f"{max(1, half >> 10)}K"
-
-
-def human_bytes(n: int) -> str:
-    """1048576 -> '1 MiB'; any integer, however large (a stored diagnosis may hold one)."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            # Integer arithmetic: n / size overflows a float past about 10**308.
-            tenths = (n * 10 + size // 2) // size
-            whole, tenth = divmod(tenths, 10)
-            return f"{whole} {unit}" if tenth == 0 else f"{whole}.{tenth} {unit}"
-    return f"{n} bytes"

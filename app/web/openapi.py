@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from app.core import models
-from app.core.knowledge import schema
+from app.core.knowledge import PatternWindow
 
 DESCRIPTION = """\
 Tracelore reads the log of a failed ML training run and names the failure that started it, its
@@ -79,7 +79,7 @@ def _qualified(model: type) -> str:
 # Two models share the class name `Window`; FastAPI would name them after their modules.
 RENAMES = {
     _qualified(models.Window): "Window",
-    _qualified(schema.Window): "PatternWindow",
+    _qualified(PatternWindow): "PatternWindow",
 }
 
 EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {

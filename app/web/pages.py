@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +12,6 @@ from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse,
 from fastapi.templating import Jinja2Templates
 
 from app.config import Settings
-from app.core.models import Candidate, Diagnosis, Window
-from app.core.rendering.verdict import quiet_heading, trust, verdict
-from app.core.stored import StoredDiagnosis
 from app.errors import NotFound, TraceloreError
 from app.jobs.retention import not_before
 from app.quota.tiers import Usage
@@ -24,11 +20,11 @@ from app.web.allowance import quota_upgrade, usage_for_page
 from app.web.delete_cookie import remember_delete_token
 from app.web.deps import MetricsDep, SessionDep, Sessions, SessionsDep, SettingsDep, SubjectDep
 from app.web.diagnosis_service import diagnose_request
+from app.web.diagnosis_view import diagnosis_context
 from app.web.formback import FormBack, form_back
 from app.web.identity import Subject
 from app.web.metrics import Metrics
 from app.web.state import state_of
-from app.web.timeline import job_picture
 from app.web.upload import human_bytes
 from app.web.urls import diagnosis_url
 
@@ -168,128 +164,6 @@ async def _refused(
     )
 
 
-@dataclass(frozen=True)
-class TimelineEntry:
-    time: datetime | None
-    rank: int | None
-    line: int
-    candidate: Candidate
-    file: str | None = None
-
-
-def _timeline(diagnosis: Diagnosis) -> list[TimelineEntry]:
-    """When each failure first appeared on each rank, in time (or line) order.
-
-    On a failure's own rank the entry is the line its heading states: a traceback frame a few lines
-    above it is part of the same occurrence, not an earlier one, and drawing it apart made the
-    picture mark "the same failure again" before the failure itself.
-    """
-    first: dict[tuple[str, int | None], TimelineEntry] = {}
-    for c in diagnosis.candidates:
-        first[(c.id, c.rank)] = TimelineEntry(c.time, c.rank, c.line, c, c.file)
-        for e in c.evidence:
-            key = (c.id, e.rank)
-            if e.rank == c.rank:
-                continue
-            if key not in first or e.line < first[key].line:
-                first[key] = TimelineEntry(e.time or c.time, e.rank, e.line, c, e.file)
-    entries = list(first.values())
-    if all(e.time is not None for e in entries):
-        entries.sort(key=lambda e: (_comparable(e.time) if e.time else datetime.min, e.line))
-    else:
-        entries.sort(key=lambda e: e.line)
-    return entries[:60]
-
-
-def _comparable(value: datetime) -> datetime:
-    """Logs mix naive and zoned timestamps; compare them all as naive UTC."""
-    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
-
-
-def _context(windows: list[Window], candidate: Candidate) -> list[Window]:
-    # By file and line: in a job of several files, line 20 of rank0.log is not line 20 of rank3.log.
-    lines = {(e.file, e.line) for e in candidate.evidence}
-    return [w for w in windows if any((w.file, wl.no) in lines for wl in w.lines)]
-
-
-@dataclass(frozen=True)
-class Context:
-    """A candidate's log context on the page: the windows shown with it, and those shown earlier."""
-
-    windows: list[Window]
-    shown_with: list[Candidate]  # earlier candidates on the page that already show the rest
-
-
-def _contexts(record: StoredDiagnosis, order: list[Candidate]) -> dict[int, Context]:
-    """Each window of log context once on the page, with the first candidate (in page order) it belongs to.
-
-    Echoes on many ranks share the lines around them: repeating the same window under each
-    echo made the page long and said nothing new.
-    """
-    owner: dict[tuple[str | None, int], Candidate] = {}
-    out: dict[int, Context] = {}
-    for c in order:
-        mine, elsewhere = [], []
-        for w in _context(record.windows, c):
-            key = (w.file, w.lines[0].no if w.lines else 0)
-            if key in owner:
-                if owner[key] not in elsewhere:
-                    elsewhere.append(owner[key])
-            else:
-                owner[key] = c
-                mine.append(w)
-        out[id(c)] = Context(mine, elsewhere)
-    return out
-
-
-def ranks_text(ranks: list[int]) -> str:
-    """Ranks as runs: [0, 1, 2, 3, 7] -> '0–3, 7'."""
-    runs: list[list[int]] = []
-    for r in sorted(set(ranks)):
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    return ", ".join(str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}–{b}" for a, b in runs)
-
-
-def shown_ranks(candidate: Candidate) -> tuple[list[int], list[int]]:
-    """The ranks whose lines the page shows for a candidate, and the ranks it was seen on without them.
-
-    A candidate keeps a few evidence lines (one per pattern, then one per rank up to a cap), while
-    `ranks` lists every rank it was seen on; the page names the two apart so that a rank it names
-    with "lines on" is one whose line is there.
-    """
-    shown = sorted({e.rank for e in candidate.evidence if e.rank is not None})
-    return shown, sorted(set(candidate.ranks) - set(shown))
-
-
-def page_context(record: StoredDiagnosis) -> dict[str, Any]:
-    """What diagnosis.html needs, grouped the way a person reads it."""
-    d = record
-    main, echoes, earlier = d.groups()
-    timeline = _timeline(d)
-    picture = job_picture(d, timeline)
-    contexts = _contexts(record, [*main, *echoes, *earlier])
-    return {
-        "record": record,
-        "d": d,
-        "main": main,
-        "echoes": echoes,
-        "earlier": earlier,
-        # A one-rank log drawn without times would repeat the cards: no timeline then.
-        "timeline": timeline if picture is not None or len({(t.rank, t.file) for t in timeline}) > 1 else [],
-        "picture": picture,
-        "context_for": lambda c: contexts[id(c)] if id(c) in contexts else Context(_context(record.windows, c), []),
-        "shown_ranks": shown_ranks,
-        "ranks_text": ranks_text,
-        "several_files": len(d.input.files) > 1,  # then every evidence line says which file it is from
-        "verdict": verdict(d).removeprefix("Verdict: "),
-        "trust": trust(d),
-        "heading": quiet_heading(d),
-    }
-
-
 @router.get("/d/{diagnosis_id}", name="diagnosis_page")
 def diagnosis_page(request: Request, diagnosis_id: str, settings: SettingsDep, session: SessionDep) -> Response:
     """The permalink page of a stored diagnosis."""
@@ -297,4 +171,4 @@ def diagnosis_page(request: Request, diagnosis_id: str, settings: SettingsDep, s
     if record is None:
         raise NotFound(f"no diagnosis {diagnosis_id!r}: the link is wrong or the diagnosis has expired")
     templates: Jinja2Templates = state_of(request.app).templates
-    return templates.TemplateResponse(request, "diagnosis.html", page_context(record))
+    return templates.TemplateResponse(request, "diagnosis.html", diagnosis_context(record))

@@ -15,8 +15,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.config import Settings
-from app.core.knowledge.loading import Library
-from app.core.selection.rules import SPEC_VERSION, prefilter_spec
+from app.core import Library
+from app.core.selection import SPEC_VERSION, prefilter_spec
 from app.web.state import state_of
 
 router = APIRouter()

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
-from app.core.redaction.redactor import secret_types
+from app.core.redaction import secret_types
 from app.errors import NotFound, NotOwner
 from app.jobs.retention import purge_logged
 from app.store.diagnoses import delete_diagnosis, may_delete

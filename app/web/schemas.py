@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from app.core.knowledge.loading import Library
-from app.core.knowledge.schema import Signature
+from app.core import Library
+from app.core.knowledge import Signature
 
 
 class SignatureSummary(BaseModel):

@@ -15,9 +15,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from app.core.engine.diagnose import diagnose
-from app.core.knowledge.loading import Library
-from app.core.knowledge.schema import Signature
+from app.core import Library, diagnose
+from app.core.knowledge import Signature
 from app.core.models import Evidence
 from app.errors import TraceloreError
 

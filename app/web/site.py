@@ -19,8 +19,9 @@ from xml.sax.saxutils import escape as xml_escape
 
 import jinja2
 
-from app.core.knowledge.loading import Library
-from app.core.knowledge.schema import Signature
+from app.core import Library
+from app.core.engine import template
+from app.core.knowledge import Signature
 from app.errors import BadInput, NotFound
 from app.store.learning import EntryStats
 from app.web import entries
@@ -185,6 +186,10 @@ class Site:
             links,
             canonical=canonical,
             sig=sig,
+            # The fix, its check and the resume advice with every optional part, its facts as slots.
+            fix=[template(step) for step in sig.fix],
+            verify=template(sig.verify),
+            resume=template(sig.resume),
             sections=present,
             symptoms=entries.symptom_rows(sig),
             messages=entries.messages(sig),

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
     from app.config import Settings, Threads
-    from app.core.knowledge.loading import Library
-    from app.core.redaction.redactor import Redactor
+    from app.core import Library
+    from app.core.redaction import Redactor
     from app.quota.tiers import Tier
     from app.store.learning import EntryStats
     from app.web.encyclopedia import Encyclopedia

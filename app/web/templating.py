@@ -1,21 +1,24 @@
-"""Jinja2 set-up for the pages: autoescaped templates and the filters they use."""
+"""Jinja2 set-up for the pages: autoescaped templates and the filters they use.
+
+The filters only format what a page's context holds (escape it, show a date, a size): none calls
+into the core. A page whose text needs the core has it worked out before its template runs
+(`app.web.diagnosis_view`), and an architecture test holds the filters to it.
+"""
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
-from app.core.engine.fill import template
-from app.core.models import Candidate, Evidence
-from app.core.rendering.text import merged_spans
-from app.core.times import Yearless, comparable, span
 from app.resources import resource_dir
-from app.web.upload import human_bytes
+from app.web.sizes import human_bytes
+
+if TYPE_CHECKING:
+    from app.core.models import Evidence
 
 TEMPLATES = resource_dir("templates")
 
@@ -74,54 +77,13 @@ def highlight(evidence: Evidence) -> Markup:
     return Markup(f"{visible(text[:start])}<mark>{visible(text[start:end])}</mark>{visible(text[end:])}")
 
 
-@dataclass(frozen=True)
-class EvidenceLine:
-    """One evidence line with every span that matched on it."""
-
-    line: int
-    file: str | None
-    rank: int | None
-    text: str
-    spans: tuple[tuple[int, int], ...]
-
-
-def by_line(evidence: Iterable[Evidence]) -> list[EvidenceLine]:
-    """Evidence grouped by line, in order: several patterns matching one line show as one line."""
-    grouped: dict[tuple[str | None, int, str], list[Evidence]] = {}
-    for e in evidence:
-        grouped.setdefault((e.file, e.line, e.text), []).append(e)
-    return [
-        EvidenceLine(line, file, items[0].rank, text, tuple(e.span for e in items))
-        for (file, line, text), items in grouped.items()
-    ]
-
-
-def marked(text: str, spans: Iterable[tuple[int, int]]) -> Markup:
-    """Text with the union of the spans in <mark>, everything escaped."""
-    out, pos = [], 0
-    for start, end in merged_spans(text, spans):
-        out.append(f"{visible(text[pos:start])}<mark>{visible(text[start:end])}</mark>")
-        pos = end
-    out.append(str(visible(text[pos:])))
-    return Markup("".join(out))
-
-
 def when(value: datetime | None) -> str:
-    """A log timestamp as people read it."""
+    """A moment as people read it (one from a log without its year is `diagnosis_view.log_time`'s)."""
     if value is None:
         return ""
-    if isinstance(value, Yearless):  # the log gave no year, nor did the rest of the job
-        return value.strftime("%m-%d %H:%M:%S") + " (no year in the log)"
     return value.strftime("%Y-%m-%d %H:%M:%S") + (
         " UTC" if value.utcoffset() is not None and not value.utcoffset() else ""
     )
-
-
-def began_gap(c: Candidate) -> str:
-    """How long before its line a failure began ("10 min"), when both times can be compared."""
-    if c.began is None or c.time is None or not comparable(c.began, c.time):
-        return ""
-    return span((c.time - c.began).total_seconds())
 
 
 def reset_time(value: datetime) -> Markup:
@@ -145,14 +107,10 @@ def make_templates() -> Jinja2Templates:
     """The page templates with Tracelore's filters."""
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["highlight"] = highlight
-    templates.env.filters["by_line"] = by_line
-    templates.env.filters["marked"] = marked
     templates.env.filters["visible"] = visible
     templates.env.filters["title_text"] = title_text
     templates.env.filters["when"] = when
-    templates.env.filters["began_gap"] = began_gap
     templates.env.filters["bytes"] = human_bytes
     templates.env.filters["sentence"] = sentence
     templates.env.globals["reset_time"] = reset_time
-    templates.env.filters["template"] = template  # a fix text's optional parts shown as written
     return templates

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
-from app.core.models import Candidate, Diagnosis
+from app.core import Candidate, Diagnosis
 
 # "repeat": the first failure again, on another rank or later (only its first line is "initiating").
 MarkKind = Literal["initiating", "repeat", "collateral", "contributing", "earlier"]
@@ -33,7 +33,7 @@ MIN_WIDTH = 320  # fits a 390 px phone with the page's margins, wide enough to r
 
 
 class TimelineEvent(Protocol):
-    """When a failure first appeared on one rank (pages.TimelineEntry)."""
+    """When a failure first appeared on one rank (diagnosis_view.TimelineEntry)."""
 
     @property
     def time(self) -> datetime | None: ...

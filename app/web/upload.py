@@ -29,7 +29,8 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from app.errors import BadInput, Invalid, TooLarge, UnsupportedType
 from app.web.archive import FILE_MEMORY, MAX_FILES, BoundedGunzip, Log, close_logs, is_tar, unpack
-from app.web.jsonbody import SPOOL_MEMORY, JsonBody, human_bytes, too_large
+from app.web.jsonbody import SPOOL_MEMORY, JsonBody, too_large
+from app.web.sizes import human_bytes
 from app.web.upload_fields import ExcerptBody
 
 ENVELOPE = 1 << 20  # multipart framing allowed on top of the log size

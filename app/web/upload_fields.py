@@ -8,7 +8,7 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.core.selection.excerpt import Excerpt
+from app.core.selection import Excerpt
 from app.errors import BadInput, Invalid
 
 EXPECTED = ' (expected {"log": "..."} or {"excerpt": [{"line": 1, "text": "..."}]})'

@@ -8,7 +8,7 @@ import pytest
 
 from app.core.engine.diagnose import diagnose, diagnose_many
 from app.core.knowledge.loading import Library
-from app.web.pages import TimelineEntry, _timeline
+from app.web.diagnosis_view import TimelineEntry, _timeline
 from app.web.timeline import MAX_LANES, duration, job_picture
 from bench.loggen import failure_cascade
 
