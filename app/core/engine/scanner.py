@@ -25,7 +25,7 @@ from app.core.engine.locate import (
 from app.core.engine.reader import Block, Chunk, count_newlines, make_line
 from app.core.knowledge.engines import SCAN, scan_pattern
 from app.core.knowledge.loading import Library
-from app.core.knowledge.screen import build_set
+from app.core.knowledge.screen import narrow
 from app.core.models import Line
 from app.core.patterns.re2calls import TextMatch, find, search_text
 from app.core.redaction.redactor import DEFAULT, Redactor
@@ -38,7 +38,6 @@ HEAD_TAIL_LINES = 20  # lines read at each end of a file for its time span
 UNSETTLED_CHUNKS = 4  # chunks held at most for saturated patterns' last lines
 PARSED_LINES = 1024  # distinct lines remembered parsed (at most PARSED_BYTES each)
 PARSED_BYTES = 2048
-NARROW_NEW = 8  # uncompiled patterns left by the screen of a short chunk from which a Set of them narrows them
 NARROW_FROM = 8  # patterns to locate in a chunk from which the Set first narrows where each is
 
 
@@ -165,15 +164,8 @@ class FileScanner:
         each pattern left is searched alone: the same patterns, less the Set's superset."""
         library = self.library
         if isinstance(data, bytes) and library.patterns.screens(len(data)):
-            compiled = library.compiled
-            candidates = library.patterns.candidates(data)
-            new = [idx for idx in candidates if not compiled.ready(idx)]
-            if len(new) >= NARROW_NEW:
-                # Compiling each engine costs more than one small Set of them all (their Set
-                # forms, a superset): only the ones it names are compiled and searched.
-                named = build_set([scan_pattern(library.regexes[idx], relax=True) for idx in new], SCAN)
-                kept = {new[i] for i in named.Match(data) or ()}
-                candidates = [idx for idx in candidates if idx in kept or compiled.ready(idx)]
+            compiled, regexes, screened = library.compiled, library.regexes, library.patterns.candidates(data)
+            candidates = narrow(screened, data, compiled.ready, lambda i: scan_pattern(regexes[i], relax=True), SCAN)
             return [idx for idx in candidates if find(compiled[idx], data) >= 0]
         return library.prefilter.Match(data) or ()
 
