@@ -8,10 +8,13 @@ identified, 2 usage or input error.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import os
 import sys
 import types
+from collections.abc import Iterator
 
 import click
 
@@ -99,11 +102,29 @@ class _Commands(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in COMMANDS and cmd_name not in self.commands:
-            if cmd_name not in SERVICES:
+            one_shot = cmd_name not in SERVICES
+            if one_shot:
                 without_pydantic_plugins()
             module, name = COMMANDS[cmd_name]
-            self.add_command(getattr(importlib.import_module(module), name), cmd_name)
+            with _collector_paused() if one_shot else contextlib.nullcontext():
+                self.add_command(getattr(importlib.import_module(module), name), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """A command's imports make objects that live as long as the process (modules, classes): the
+    cyclic collector would walk them again and again for nothing. It waits for the import, then
+    what the process made so far is moved out of its way (`gc.freeze`)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})

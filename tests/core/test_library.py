@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import marshal
+import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 import regex
 
 import app.core.knowledge.loading as library_module
+import app.core.knowledge.parse_cache as parse_cache_module
 from app.core.engine.diagnose import diagnose
 from app.core.knowledge.loading import load_library, signature_files
 from app.core.knowledge.parse_cache import ParseCache, schema_fingerprint
@@ -118,7 +121,7 @@ def test_cached_signatures_are_the_validated_ones(library_copy: Path, tmp_path: 
 
 
 def test_the_cache_is_keyed_by_the_schema_as_well(library_copy: Path, tmp_path: Path) -> None:
-    files = [(path, path.read_bytes()) for path in signature_files(library_copy)]
+    files = signature_files(library_copy)
     keys = {ParseCache(tmp_path, library_copy, files, schema=schema).key for schema in ("one", "two")}
     assert len(keys) == 2  # a changed schema (or pydantic) misses: the files are validated again
     assert len(schema_fingerprint()) == 64
@@ -133,6 +136,50 @@ def test_an_edited_file_is_parsed_again(library_copy: Path, tmp_path: Path) -> N
     assert edited.signatures[path.name.removesuffix(".yaml")].title.startswith("Edited ")
     path.unlink()
     assert len(load_library(library_copy, cache=cache)) == len(edited) - 1
+
+
+def _settle(root: Path, seconds: int = 60) -> None:
+    """Date every file of a library `seconds` back, as files installed or checked out a while ago."""
+    when = time.time_ns() - seconds * 1_000_000_000
+    for path in signature_files(root):
+        os.utime(path, ns=(when, when))
+
+
+def test_settled_files_are_not_read_again(library_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    _settle(library_copy)
+    # Changed too recently to trust their stats: the cache keeps none; once settled, it does.
+    monkeypatch.setattr(parse_cache_module, "SETTLED_NS", 10**18)
+    load_library(library_copy, cache=cache)
+    assert marshal.loads(next(cache.glob("signatures-*.marshal")).read_bytes())["stats"] is None
+    monkeypatch.setattr(parse_cache_module, "SETTLED_NS", 0)
+    first = load_library(library_copy, cache=cache)
+    assert marshal.loads(next(cache.glob("signatures-*.marshal")).read_bytes())["stats"] is not None
+    read: list[Path] = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self) or real(self))
+    again = load_library(library_copy, cache=cache)
+    monkeypatch.undo()
+    assert [p.suffix for p in read] == [".marshal"]  # the cache alone, not the signature files
+    assert again.version == first.version and dict(again.signatures) == dict(first.signatures)
+
+
+def test_an_edit_that_keeps_size_and_time_is_seen(
+    library_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(parse_cache_module, "SETTLED_NS", 0)
+    load_library(library_copy, cache=cache)
+    load_library(library_copy, cache=cache)  # the stats kept
+    path = signature_files(library_copy)[0]
+    before = path.stat()
+    text = path.read_text()
+    at = text.index("\ntitle: ") + len("\ntitle: ")
+    path.write_text(text[:at] + "X" + text[at + 1 :])  # one ASCII letter for another: the same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # as `rsync -t` or `cp -p` would
+    assert path.stat().st_size == before.st_size
+    edited = load_library(library_copy, cache=cache)
+    assert edited.signatures[path.name.removesuffix(".yaml")].title.startswith("X")
 
 
 def test_a_broken_library_is_reported_not_cached(library_copy: Path, tmp_path: Path) -> None:

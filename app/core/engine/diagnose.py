@@ -124,9 +124,10 @@ def assemble(
     unexplained_lines = unexplained(library, scans, (f.sig.id for f in found))
     # Its parts are validated models and new lists of them: validating them again would only
     # build Diagnosis's schema, which a text report never needs (JSON builds it when asked).
+    # So is InputInfo: counts, names, and the times of lines validated already.
     return Diagnosis.model_construct(
         library_version=library.version,
-        input=InputInfo(
+        input=InputInfo.model_construct(
             bytes=sum(s.bytes for s in scans),
             lines=sum(s.lines for s in scans),
             files=[s.name for s in scans if s.name],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
 from typing import Literal
 
 from app.core.engine.file_scan import FileScan
@@ -23,7 +24,7 @@ from app.core.models import Candidate, Line, RunEnding
 # torchelastic's agent ("Local worker group finished (WorkerState.SUCCEEDED)", "Done waiting
 # for other agents"), IDEs' and shells' "Process finished with exit code 0", and the plain
 # "training finished/complete/done" lines of training scripts.
-_COMPLETED = re.compile(
+_COMPLETED = (
     r"(?i)\b(?:training|fine-?tuning|train)\b[^\n]{0,40}?\b(?:is |has )?(?:completed?|finished|done|complete|over)\b"
     r"(?![^\n]{0,20}\b(?:with errors?|unsuccessful|failed)\b)"
     r"|\b(?:finished|completed?) (?:the )?(?:training|fine-?tuning)\b"
@@ -34,13 +35,13 @@ _COMPLETED = re.compile(
     r"|^\s*(?:all )?done[.!]*\s*$"
 )
 # The step a progress line reports: "step 120", "iter: 3400", "Epoch 3/10", "12/500 [".
-_STEP = re.compile(
+_STEP = (
     r"(?i)\b(?:global[_ ]step|step|iteration|iter|it|epoch)\b\s*[:=#\[]?\s*(?P<n>\d{1,9})\b(?!\.\d)"
     r"|(?P<bar>\d{1,9})/\d{1,9} ?\["
 )
 # Training progress as trainers print it: tqdm bars, Keras bars and epoch headers, step lines
 # with a metric, the HF Trainer's metrics dict (the library's own progress patterns, widened).
-_PROGRESS = re.compile(
+_PROGRESS = (
     r"\d%\|[^\n]{0,200}\| *\d{1,12}/\d{1,12} \["
     r"|(?i:\b(?:global[_ ]step|step|iteration|iter|epoch)\b[ :=#\[]{1,8}\d{1,9}\b"
     r"[^\n]{0,200}\b(?:loss|lr|acc\w*|ppl)\b)"
@@ -48,10 +49,18 @@ _PROGRESS = re.compile(
     r"|^\s*\d{1,9}/\d{1,9} \[[=>.]{3,}\]"
     r"|^\s*Epoch \d{1,6}/\d{1,6}\s*$"
 )
-_FAILED = re.compile(
+_FAILED = (
     r"(?i)\b(?:error|exception|traceback|fatal|fail(?:ed|ure)?|killed|abort|cannot|can't|could not|unable|refused"
     r"|denied|wrong|giving up)"
 )
+
+
+@cache
+def _compiled(source: str) -> re.Pattern[str]:
+    """A pattern of this module, compiled when first used: a log that ended in a failure needs none."""
+    return re.compile(source)
+
+
 AFTER_PROGRESS = 3  # lines a log may print after its last progress line and still "stop on progress"
 
 
@@ -63,7 +72,7 @@ def _tail(scan: FileScan) -> list[Line]:
 
 def _ending(line: Line, state: Literal["completed", "stopped"]) -> RunEnding:
     step = None
-    if state == "stopped" and (m := _STEP.search(line.text)) is not None:
+    if state == "stopped" and (m := _compiled(_STEP).search(line.text)) is not None:
         step = int(m.group("n") or m.group("bar"))
     return RunEnding(state=state, line=line.no, file=line.file, rank=line.rank, text=line.text, step=step)
 
@@ -72,8 +81,8 @@ def _completed(tail: Sequence[Line]) -> Line | None:
     """The last finishing line of a tail, if nothing after it looks like a failure."""
     for i in range(len(tail) - 1, -1, -1):
         text = tail[i].text[tail[i].content_start :]
-        if _COMPLETED.search(text) and not _FAILED.search(text):
-            if any(_FAILED.search(later.text) for later in tail[i + 1 :]):
+        if _compiled(_COMPLETED).search(text) and not _compiled(_FAILED).search(text):
+            if any(_compiled(_FAILED).search(later.text) for later in tail[i + 1 :]):
                 return None
             return tail[i]
     return None
@@ -95,8 +104,8 @@ def run_ending(candidates: Sequence[Candidate], scans: Sequence[FileScan]) -> Ru
         if (done := _completed(tail)) is not None:
             return _ending(done, "completed")
         for i in range(len(tail) - 1, max(len(tail) - 2 - AFTER_PROGRESS, -1), -1):
-            if _PROGRESS.search(tail[i].text[tail[i].content_start :]):
-                if not any(_FAILED.search(later.text) for later in tail[i + 1 :]):
+            if _compiled(_PROGRESS).search(tail[i].text[tail[i].content_start :]):
+                if not any(_compiled(_FAILED).search(later.text) for later in tail[i + 1 :]):
                     stopped = stopped or _ending(tail[i], "stopped")
                 break
     return stopped

@@ -171,7 +171,8 @@ def read_environment(library: Library, scans: Sequence[FileScan]) -> Environment
                 seen.add(("gpus", str(len(gpu_rows))))
                 facts.append(_fact("gpus", str(len(gpu_rows)), first))
     facts = _specific_launcher(facts)
-    return Environment(
+    # Validated facts and conflicts, in new lists: validating them again would only build the schema.
+    return Environment.model_construct(
         facts=facts,
         conflicts=[
             *_driver_conflicts(facts, several),
@@ -276,7 +277,7 @@ _UNSUPPORTED = (
 
 def _support_conflicts(facts: list[EnvFact], several: bool) -> list[EnvConflict]:
     """A library the log shows at a version the framework the log shows does not support."""
-    versions = versions_of(Environment(facts=facts))
+    versions = versions_of(Environment.model_construct(facts=facts))
     out = []
     for lib, lib_range, framework, framework_range, why in _UNSUPPORTED:
         have, host = versions.get(lib), versions.get(framework)

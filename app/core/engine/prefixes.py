@@ -90,13 +90,17 @@ class PrefixRule:
     time: Callable[[re.Match[str]], datetime | None] | None = None
 
 
-def _rule(name: str, pattern: str, time: Callable[[re.Match[str]], datetime | None] | None = None) -> PrefixRule:
-    return PrefixRule(name, re.compile(pattern), time)
+_Spec = tuple[str, str, "Callable[[re.Match[str]], datetime | None] | None"]
+
+
+def _rule(name: str, pattern: str, time: Callable[[re.Match[str]], datetime | None] | None = None) -> _Spec:
+    return name, pattern, time
 
 
 _ISO = r"(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)"
 
-RULES: tuple[PrefixRule, ...] = (
+# Compiled when a line first has a prefix (`rules()`): most lines of a short log have none.
+SPECS: tuple[_Spec, ...] = (
     # torchrun / torch.distributed.run --tee: "[rank3]:" (>= 2.2) and "[default3]:" (older)
     _rule("torchrun", r"\[(?:rank|default)(?P<rank>\d{1,6})\]:[ ]?"),
     # Open MPI --tag-output: "[1,3]<stderr>:"
@@ -184,30 +188,36 @@ class Prefix:
 
 
 @cache
-def _any_rule(rules: tuple[PrefixRule, ...]) -> re.Pattern[str]:
+def rules() -> tuple[PrefixRule, ...]:
+    """The prefix rules, compiled."""
+    return tuple(PrefixRule(name, re.compile(pattern), time) for name, pattern, time in SPECS)
+
+
+@cache
+def _any_rule(patterns: tuple[str, ...]) -> re.Pattern[str]:
     """One pattern that matches where any of the rules does (their group names made distinct).
 
     Most lines end their prefixes, or have none, where no rule applies: one match says so
     where trying each rule in turn costs a match per rule. None of them matches empty text.
     """
-    branches = (rule.pattern.pattern.replace("(?P<", f"(?P<_{i}_") for i, rule in enumerate(rules))
+    branches = (pattern.replace("(?P<", f"(?P<_{i}_") for i, pattern in enumerate(patterns))
     return re.compile("|".join(f"(?:{branch})" for branch in branches))
 
 
 @cache
 def _default_any() -> re.Pattern[str]:
-    return _any_rule(RULES)
+    return _any_rule(tuple(pattern for _, pattern, _ in SPECS))
 
 
-def parse_prefixes(text: str, rules: tuple[PrefixRule, ...] = RULES) -> Prefix:
-    """Strip known prefixes from the start of a line; return where content starts."""
+def parse_prefixes(text: str, table: tuple[PrefixRule, ...] | None = None) -> Prefix:
+    """Strip known prefixes (of `table`, the rules by default) from the start of a line; return where content starts."""
     pos, rank, host, time = 0, None, None, None
     # The default table's pattern without hashing the table on every line (a hot path).
-    anyone = _default_any() if rules is RULES else _any_rule(rules)
+    anyone = _default_any() if table is None else _any_rule(tuple(rule.pattern.pattern for rule in table))
     for _ in range(6):  # prefixes stack a few deep at most
         if anyone.match(text, pos) is None:
             break
-        for rule in rules:
+        for rule in table or rules():
             m = rule.pattern.match(text, pos)
             if m is None or m.end() == pos:
                 continue

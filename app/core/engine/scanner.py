@@ -23,7 +23,9 @@ from app.core.engine.locate import (
     progress_lines,
 )
 from app.core.engine.reader import Block, Chunk, count_newlines, make_line
+from app.core.knowledge.engines import SCAN, scan_pattern
 from app.core.knowledge.loading import Library
+from app.core.knowledge.screen import narrow
 from app.core.models import Line
 from app.core.patterns.re2calls import TextMatch, find, search_text
 from app.core.redaction.redactor import DEFAULT, Redactor
@@ -162,8 +164,9 @@ class FileScanner:
         each pattern left is searched alone: the same patterns, less the Set's superset."""
         library = self.library
         if isinstance(data, bytes) and library.patterns.screens(len(data)):
-            compiled = library.compiled
-            return [idx for idx in library.patterns.candidates(data) if find(compiled[idx], data) >= 0]
+            compiled, regexes, screened = library.compiled, library.regexes, library.patterns.candidates(data)
+            candidates = narrow(screened, data, compiled.ready, lambda i: scan_pattern(regexes[i], relax=True), SCAN)
+            return [idx for idx in candidates if find(compiled[idx], data) >= 0]
         return library.prefilter.Match(data) or ()
 
     def _locate_wanted(self, probe: Probe, data: bytes, wanted: list[int], pieces: list[PieceHits] | None) -> None:

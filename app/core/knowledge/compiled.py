@@ -32,5 +32,9 @@ class Compiled:
             done = self._done[index] = self._compile(self._patterns[index])
         return done
 
+    def ready(self, index: int) -> bool:
+        """Whether a pattern's engine is compiled already."""
+        return self._done[index] is not _UNCOMPILED
+
     def __iter__(self) -> Iterator[Any]:
         return (self[i] for i in range(len(self)))

@@ -24,10 +24,10 @@ import re2
 from app.core.knowledge import builtin, model_state
 from app.core.knowledge.compiled import Compiled
 from app.core.knowledge.engines import SCAN, compile_loose, compile_re2, compile_text, scan_pattern
-from app.core.knowledge.parse_cache import ParseCache, schema_fingerprint
+from app.core.knowledge.measured import Measured
+from app.core.knowledge.parse_cache import ParseCache
 from app.core.knowledge.parsing import parse
 from app.core.knowledge.schema import Pattern, Signature
-from app.core.knowledge.scoring import Measured
 from app.core.knowledge.screen import Atoms, PatternSet, SetParts, ascii_atoms, build_set_parts
 from app.errors import Issue, LibraryError
 
@@ -292,10 +292,9 @@ def _from_cache(cache: ParseCache, files: list[Path], root: Path) -> Library | N
 
 def _parse_cache(cache: Path, root: Path, files: list[Path]) -> ParseCache | None:
     try:
-        schema = schema_fingerprint()
+        return ParseCache(cache, root, files)
     except OSError:
-        return None  # the schema's source is not at hand: what the cache holds could not be trusted
-    return ParseCache(cache, root, [(path, path.read_bytes()) for path in files], schema=schema)
+        return None  # the schema's source (or a file) is not at hand: what the cache holds could not be trusted
 
 
 def _parse(

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import marshal
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,30 @@ import pydantic_core
 from app.core.knowledge import builtin, model_state, schema, screen
 from app.core.patterns import literals
 
+# A file changed less than this before the cache was written may change again within the
+# resolution of its time stamps unseen by them: its stats are not trusted (its bytes are read).
+SETTLED_NS = 2_000_000_000
+
+
+def _sources() -> tuple[Path, ...]:
+    """The modules the kept data depends on besides the files: the schema, `model_state`, and
+    what the kept atoms depend on: the engine's own patterns and how atoms are found."""
+    return tuple(Path(m.__file__ or "") for m in (schema, model_state, builtin, literals, screen))
+
 
 @functools.cache
 def schema_fingerprint() -> str:
     """What the kept signatures depend on besides their files: the schema, `model_state` and
     pydantic; and what the kept atoms depend on: the engine's own patterns and how atoms are found."""
     digest = hashlib.sha256(f"{model_state.FORMAT}\0{pydantic.VERSION}\0{pydantic_core.__version__}\0".encode())
-    for module in (schema.__file__, model_state.__file__, builtin.__file__, literals.__file__, screen.__file__):
-        digest.update(Path(module or "").read_bytes())  # a missing source raises OSError: no cache
+    for module in _sources():
+        digest.update(module.read_bytes())  # a missing source raises OSError: no cache
     return digest.hexdigest()
+
+
+def _stat(path: Path, name: str) -> tuple[str, int, int, int, int]:
+    st = path.stat()
+    return name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
 class ParseCache:
@@ -41,14 +57,40 @@ class ParseCache:
     read back) is skipped.
     """
 
-    def __init__(self, directory: Path, root: Path, files: list[tuple[Path, bytes]], *, schema: str = "") -> None:
+    def __init__(self, directory: Path, root: Path, files: list[Path], *, schema: str | None = None) -> None:
+        """`schema`: what else the data depends on (`schema_fingerprint()` when not given).
+
+        Reading and hashing the files (5 MB for the shipped library) was a tenth of a short
+        diagnosis, so the cache also keeps every file's stats (and its sources'): when they
+        are all the same, and were settled when the cache was written, the files are not
+        read. A stat that differs (an edit, `touch`, a copy; the change time moves even when
+        a tool keeps the modification time) falls back to the digest of their bytes.
+        """
         where = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
         self.file = directory / f"signatures-{where}.marshal"
+        self.root, self.files, self.schema = root, files, schema
+        sources = () if schema is not None else _sources()  # a missing source raises OSError: no cache
+        self.stats = (
+            f"{model_state.FORMAT}\0{pydantic.VERSION}\0{pydantic_core.__version__}\0{schema}",
+            tuple(_stat(path, str(path.relative_to(root))) for path in files),
+            tuple(_stat(path, str(path)) for path in sources),
+        )
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The digest of every file's path and bytes and of what else the data depends on."""
+        schema = self.schema if self.schema is not None else schema_fingerprint()
         digest = hashlib.sha256(f"{schema}\0".encode())
-        for path, data in files:
-            digest.update(f"{path.relative_to(root)}\0{len(data)}\0".encode())
+        for path in self.files:
+            data = path.read_bytes()
+            digest.update(f"{path.relative_to(self.root)}\0{len(data)}\0".encode())
             digest.update(data)
-        self.key = digest.hexdigest()
+        return digest.hexdigest()
+
+    def _settled(self) -> bool:
+        """Whether every file was last changed long enough ago for its stats to tell a change."""
+        latest = max((max(st[2], st[3]) for part in self.stats[1:] for st in part), default=0)
+        return latest <= time.time_ns() - SETTLED_NS
 
     def load(self) -> tuple[list[Any], str, dict[str, Any]] | None:
         """The files' signatures (as stored), the library's version and its patterns' atoms
@@ -57,16 +99,25 @@ class ParseCache:
             payload = marshal.loads(self.file.read_bytes())
         except (OSError, ValueError, EOFError, TypeError):  # missing, damaged or another Python's
             return None
-        if not isinstance(payload, dict) or payload.get("key") != self.key:
+        if not isinstance(payload, dict):
+            return None
+        same_stats = payload.get("stats") == self.stats
+        if not same_stats and payload.get("key") != self.key:
             return None
         data, version, atoms = payload.get("data"), payload.get("version"), payload.get("atoms")
-        if isinstance(data, list) and isinstance(version, str) and isinstance(atoms, dict):
-            return data, version, atoms
-        return None
+        if not (isinstance(data, list) and isinstance(version, str) and isinstance(atoms, dict)):
+            return None
+        if not same_stats and self._settled():  # the same bytes, newly stated: trust the stats next time
+            self._write({**payload, "stats": self.stats})
+        return data, version, atoms
 
     def store(self, data: list[Any], version: str, atoms: dict[str, Any]) -> None:
+        stats = self.stats if self._settled() else None
+        self._write({"key": self.key, "stats": stats, "version": version, "data": data, "atoms": atoms})
+
+    def _write(self, payload: dict[str, Any]) -> None:
         try:
-            blob = marshal.dumps({"key": self.key, "version": version, "data": data, "atoms": atoms})
+            blob = marshal.dumps(payload)
         except ValueError:
             return  # a value marshal cannot hold (a YAML date, say): parse the files next time
         tmp = self.file.with_name(f"{self.file.name}.{secrets.token_hex(6)}.tmp")

@@ -14,7 +14,7 @@ a library built otherwise has none, and uses the Set from the start.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import re2
@@ -108,6 +108,29 @@ def build_set(patterns: Sequence[bytes], options: Any) -> Any:
         built.Add(pattern)
     built.Compile()
     return built
+
+
+# Uncompiled patterns left by the screen of a short text from which one Set of them narrows them.
+NARROW_NEW = 8
+
+
+def narrow(
+    candidates: Sequence[int],
+    data: bytes,
+    ready: Callable[[int], bool],
+    set_form: Callable[[int], bytes],
+    options: Any,
+) -> list[int]:
+    """The screened patterns still worth searching in data: the ones whose engine is `ready`,
+    and of the others (when there are NARROW_NEW or more) those that one Set of their
+    `set_form`s (a superset of each) names. Compiling each engine to search it cost more
+    than that Set (28 patterns left by a two-line log: 9 ms against 5)."""
+    new = [idx for idx in candidates if not ready(idx)]
+    if len(new) < NARROW_NEW:
+        return list(candidates)
+    named = build_set([set_form(idx) for idx in new], options)
+    kept = {new[i] for i in named.Match(data) or ()}
+    return [idx for idx in candidates if idx in kept or ready(idx)]
 
 
 # Patterns per part of the library's Set. One automaton of every pattern needs a state per
