@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
+from app.core.engine.advice import written
 from app.core.engine.fill import template
 from app.core.models import Candidate, Evidence
 from app.core.rendering.text import merged_spans
@@ -141,6 +142,12 @@ def sentence(text: str | None) -> str:
     return text if text[-1] in ".!?" else text + "."
 
 
+def condition(when: Mapping[str, Sequence[str]]) -> str:
+    """A fix step's condition as the encyclopedia writes it: 'If the job runs under Slurm'."""
+    said = written(when)
+    return said[0].upper() + said[1:]
+
+
 def make_templates() -> Jinja2Templates:
     """The page templates with Tracelore's filters."""
     templates = Jinja2Templates(directory=str(TEMPLATES))
@@ -155,4 +162,5 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters["sentence"] = sentence
     templates.env.globals["reset_time"] = reset_time
     templates.env.filters["template"] = template  # a fix text's optional parts shown as written
+    templates.env.filters["condition"] = condition  # a fix step's `when`, written out
     return templates
