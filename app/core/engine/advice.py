@@ -2,8 +2,9 @@
 
 A signature's fix step may carry `when:` (`schema.FixStep`), keyed by the facts below, each read
 from the job's own lines (`environment.read_environment`): the frameworks the log shows (their
-versions, their frames in a traceback, their launcher), a Python program (a Python traceback or
-version), the operating system its paths or errors name, the launcher, a Slurm job, and where a
+versions, their frames in a traceback, their launcher), a Python program (a Python traceback: a
+Python version or a site-packages path may belong to a C++ program linked against pip's libtorch),
+the operating system its paths or errors name, the launcher, a Slurm job, and where a
 checkpoint or blob was read from (a file path quoted to a loader, or Redis).
 
 A condition holds when the log states one of its values; it fails when the log states the fact
@@ -101,8 +102,6 @@ def setting_of(environment: Environment) -> Setting:
             stated[f.name].add(f.value)
         if f.name in _FRAMEWORK_FACTS:
             stated["framework"].add(_FRAMEWORK_FACTS[f.name])
-        if f.name == "python":
-            stated["program"].add("python")
         if f.name == "macos":
             stated["os"].add("macos")
         if f.name == "job_id":

@@ -290,7 +290,8 @@ def rank_found(
         role, cause, why = roles[f.sig.id]
         order = {"initiating": 0, "contributing": 1, "collateral": 2}[role]
         stated = root_rank if role == "initiating" and not f.ranks else None
-        out.append(((order, -f.confidence, terminal.index(f)), _candidate(f, role, cause, why, "terminal", stated, setting)))
+        candidate = _candidate(f, role, cause, why, "terminal", stated, setting)
+        out.append(((order, -f.confidence, terminal.index(f)), candidate))
     for f, progress in earlier:
         why = f"the run went on for at least {progress} progress lines after it: earlier trouble, not the final failure"
         out.append(

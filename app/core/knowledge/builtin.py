@@ -127,7 +127,7 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
         r"|jax|tensorflow|keras|tf_keras|vllm)[\\/]",
     ),
     ("torch_frame", r"[\\/](?:site|dist)-packages[\\/](?P<framework_torch>torch)[\\/]"),
-    ("python_traceback", r"^\s*(?P<program_python>Traceback) \(most recent call last\):"),
+    ("python_traceback", r"(?:^|[\s:\]|])(?P<program_python>Traceback) \(most recent call last\):\s*$"),
     (
         "os",
         r"(?P<os_windows>\b[A-Za-z]:\\(?:Users|Program Files|ProgramData|Windows|Python\d{0,3}|anaconda3|miniconda3)\\"
