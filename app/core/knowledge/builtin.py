@@ -142,7 +142,8 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
         r"(?P<storage_redis>\bredis(?:://|\.exceptions\.|[\\/](?:client|connection|commands)[\\/.]|-py\b|-server\b)"
         r"|\bRedis version=|\b(?:redis\.)?(?:Strict)?Redis\((?:host|connection_pool|unix_socket_path)=)"
         r"|(?P<storage_file>\btorch\.load\(\s*f?[\"'][^\"']{1,300}[\"']"
-        r"|[\"'][^\"'\s]{0,300}\.(?:pt|pth|ckpt|bin|safetensors|pkl|pickle|h5|hdf5|npz|msgpack)[\"'])",
+        r"|[\"'][^\"'\s]{0,300}\.(?:pt|pth|ckpt|bin|safetensors|pkl|pickle|h5|hdf5|npz|msgpack)[\"']"
+        r"|\b(?i:from|loading|load|resuming|restoring)\s[^\s\"']{0,300}\.(?:pt|pth|ckpt|bin|safetensors|pkl|pickle|h5|hdf5)\b)",
     ),
     (
         "slurm_job",
