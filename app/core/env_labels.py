@@ -26,5 +26,5 @@ ENV_LABELS = {
     "framework": "framework (a traceback's frames)",
     "program": "program",
     "os": "operating system",
-    "storage": "read from",
+    "storage": "loaded from",
 }
