@@ -23,4 +23,8 @@ ENV_LABELS = {
     "keras": "Keras",
     "rocm": "ROCm (HIP) of the PyTorch build",
     "macos": "macOS",
+    "framework": "framework (a traceback's frames)",
+    "program": "program",
+    "os": "operating system",
+    "storage": "loaded from",
 }

@@ -275,9 +275,11 @@ class TraceloreServer(LanguageServer):
                 actions.append(
                     lsp.Command(title=f"Open the encyclopedia entry: {c.title}", command=OPEN_ENTRY, arguments=[url])
                 )
-            if c.verify:
+            if c.verify_command:  # only a command is copied; a check written in words is read on hover
                 actions.append(
-                    lsp.Command(title=f"Copy the verify command: {c.title}", command=COPY_VERIFY, arguments=[c.verify])
+                    lsp.Command(
+                        title=f"Copy the verify command: {c.title}", command=COPY_VERIFY, arguments=[c.verify_command]
+                    )
                 )
         return actions
 

@@ -83,8 +83,10 @@ def explain(c: Candidate, url: str | None) -> str:
         parts.append("**Facts:** " + ", ".join(f"{k}={v}" for k, v in c.facts.items()))
     if c.fix:
         parts.append("**Fix:**\n" + "\n".join(f"{i}. {step}" for i, step in enumerate(c.fix, 1)))
-    if c.verify:
-        parts.append(f"**Verify:**\n```sh\n{c.verify}\n```")
+    if c.verify_command:  # the command alone in its block, to copy; what it shows outside it
+        parts.append(f"**Verify:**\n```sh\n{c.verify_command}\n```\n{c.verify_explain}")
+    elif c.verify:
+        parts.append(f"**Verify:** {c.verify}")
     parts.append(
         f"[Encyclopedia entry]({url})" if url else f"Encyclopedia entry: `{c.path}` (set --base-url to link it)"
     )

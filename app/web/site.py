@@ -11,7 +11,7 @@ import os
 import posixpath
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from xml.sax.saxutils import escape as xml_escape
 import jinja2
 
 from app.core import Library
-from app.core.engine import template
+from app.core.engine import condition_words, template
 from app.core.knowledge import Signature
 from app.errors import BadInput, NotFound
 from app.store.learning import EntryStats
@@ -177,6 +177,7 @@ class Site:
             present = [(a, "Diagnose your log" if a == "paste-log" else h) for a, h in present]
         jsonld = [entries.article_ld(sig, url=canonical, version=self.library.version), entries.faq_ld(sig)]
         facts = entries.captures(sig)
+        command, explain = sig.verify_parts()
 
         def link(entry_id: str) -> str | None:  # ids named in the text link to their entries
             return links.entry(entry_id) if entry_id in self.library.signatures and entry_id != sig.id else None
@@ -187,8 +188,9 @@ class Site:
             canonical=canonical,
             sig=sig,
             # The fix, its check and the resume advice with every optional part, its facts as slots.
-            fix=[template(step) for step in sig.fix],
-            verify=template(sig.verify),
+            fix=[(template(text), _condition(when)) for text, when in sig.steps()],
+            verify_command=template(command) if command else None,
+            verify_explain=template(explain),
             resume=template(sig.resume),
             sections=present,
             symptoms=entries.symptom_rows(sig),
@@ -323,3 +325,11 @@ def build_site(
             tmp.rename(out)
         on_error.pop_all()
     return sum(1 for name in files if name.endswith(".html"))
+
+
+def _condition(when: Mapping[str, Sequence[str]]) -> str:
+    """A fix step's condition as the entry page writes it before the step ('If the job runs under Slurm')."""
+    if not when:
+        return ""
+    said = condition_words(when)
+    return said[0].upper() + said[1:]

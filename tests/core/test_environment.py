@@ -21,8 +21,17 @@ def _case(case_id: str, library: Library) -> Diagnosis:
     return diagnose_many([(p.name, p) for p in case.logs], library, threads=1)
 
 
+# Facts that choose the fix steps (app/core/engine/advice.py), tested in tests/core/test_advice.py.
+SETTING = frozenset({"framework", "program", "os", "storage"})
+
+
+def _read(d: Diagnosis) -> list[EnvFact]:
+    """The facts the tests here hold: versions, hardware, topology, launcher and Slurm job."""
+    return [f for f in d.environment.facts if f.name not in SETTING]
+
+
 def _facts(d: Diagnosis) -> list[tuple[str, str, int, int | None]]:
-    return [(f.name, f.value, f.line, f.rank) for f in d.environment.facts]
+    return [(f.name, f.value, f.line, f.rank) for f in _read(d)]
 
 
 def _line(case_id: str, no: int) -> str:
@@ -93,8 +102,13 @@ def _shown_by(fact: EnvFact, raw: str) -> bool:
         return f"found version {int(major) * 1000 + int(minor) * 10}" in raw
     if fact.name == "gpu_memory" and fact.value.endswith(" MiB") and "MiB /" in raw:
         return fact.value.replace(" ", "") in raw
-    if fact.name in ("launcher", "gpus"):
-        return True  # a name for what the line shows (`/bin/torchrun`, `srun: `) or a count of lines
+    if fact.name in ("launcher", "gpus", "os", "storage"):
+        return True  # a name for what the line shows (`/bin/torchrun`, `srun: `, `C:\\Users\\`) or a count of lines
+    if fact.name == "framework":
+        package = {"pytorch": "torch", "lightning": "lightning", "keras": "keras"}.get(fact.value, fact.value)
+        return package in raw  # a frame in its package's directory (pytorch_lightning, tf_keras too)
+    if fact.name == "program":
+        return "Traceback (most recent call last)" in raw
     return fact.value in raw
 
 
@@ -128,13 +142,13 @@ def test_a_release_named_in_prose_is_not_the_version_running(shipped_library: Li
 
 def test_a_required_version_is_not_an_installed_one(shipped_library: Library) -> None:
     log = b"This script requires torch 2.3 or later\nPlease install transformers>=4.40\nRuntimeError: boom\n"
-    assert diagnose(log, shipped_library, threads=1).environment.facts == []
+    assert _read(diagnose(log, shipped_library, threads=1)) == []
 
 
 def test_a_number_after_a_library_name_in_prose_is_not_its_version(shipped_library: Library) -> None:
     log = b"Downloading datasets 1.25 GB\nlightning 2.1 times faster\ntorch 2.1 GB free\ntransformers 4.41.2\n"
     d = diagnose(log, shipped_library, threads=1)
-    assert [(f.name, f.value, f.line) for f in d.environment.facts] == [("transformers", "4.41.2", 4)]
+    assert [(f.name, f.value, f.line) for f in _read(d)] == [("transformers", "4.41.2", 4)]
 
 
 REAL_SMI_HEADER = "| NVIDIA-SMI 470.129.06   Driver Version: 470.129.06   CUDA Version: 11.4     |"
@@ -195,7 +209,7 @@ def test_an_nvidia_smi_table_gives_the_driver_gpus_and_memory(shipped_library: L
         "| N/A   36C    P0             60W /  400W |       1MiB /  40960MiB |      0%      Default |\n"
     )
     d = diagnose(table.encode(), shipped_library, threads=1)
-    assert [(f.name, f.value, f.line) for f in d.environment.facts] == [
+    assert [(f.name, f.value, f.line) for f in _read(d)] == [
         ("cuda_driver", "12.4", 1),
         ("driver", "550.90.07", 1),
         ("gpu", "NVIDIA A100-SXM4-40GB", 2),
@@ -217,7 +231,7 @@ def test_banners_of_deepspeed_vllm_and_transformers_env(shipped_library: Library
         "torchrun --nnodes=2 --nproc_per_node=8 train.py\n"
     )
     d = diagnose(log.encode(), shipped_library, threads=1)
-    assert [(f.name, f.value, f.line) for f in d.environment.facts] == [
+    assert [(f.name, f.value, f.line) for f in _read(d)] == [
         ("torch", "2.3.0+cu121", 1),
         ("cuda", "12.1", 1),
         ("deepspeed", "0.15.5+46d7d0d1", 2),
@@ -237,7 +251,7 @@ def test_an_excerpt_keeps_the_original_line_numbers_of_facts(shipped_library: Li
         total_bytes=7340032,
     )
     d = diagnose_excerpt(excerpt, shipped_library)
-    assert [(f.name, f.value, f.line, f.rank) for f in d.environment.facts] == [("nccl", "2.21.5", 88412, 3)]
+    assert [(f.name, f.value, f.line, f.rank) for f in _read(d)] == [("nccl", "2.21.5", 88412, 3)]
 
 
 def _with_line(case_id: str, first: str) -> bytes:
@@ -319,7 +333,7 @@ def test_nccl_info_gives_the_drivers_cuda(shipped_library: Library) -> None:
     """NCCL_DEBUG=INFO lines as NVIDIA/nccl#1267 shows them."""
     log = b"instance-8g-96c-4:101707:101707 [0] NCCL INFO cudaDriverVersion 12000\nNCCL version 2.19.3+cuda12.3\n"
     d = diagnose(log, shipped_library, threads=1)
-    assert [(f.name, f.value, f.line) for f in d.environment.facts] == [
+    assert [(f.name, f.value, f.line) for f in _read(d)] == [
         ("cuda_driver", "12.0", 1),
         ("nccl", "2.19.3", 2),
     ]

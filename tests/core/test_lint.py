@@ -90,6 +90,19 @@ def test_a_sound_file_passes(tmp_path: Path) -> None:
         ),
         ({"fix": ["Use {nothing}."]}, "warning: fix uses {nothing} but no pattern captures it"),
         (
+            {"fix": ["Free memory.", {"step": "Raise --mem.", "when": {"cluster": ["slurm"]}}]},
+            "fix[1].when: 'cluster' is not a fact the engine reads",
+        ),
+        (
+            {"fix": ["Free memory.", {"step": "Raise --mem.", "when": {"scheduler": ["pbs"]}}]},
+            "fix[1].when.scheduler: 'pbs' is not a value it can be (slurm)",
+        ),
+        (
+            {"fix": [{"step": "Raise --mem.", "when": {"scheduler": ["slurm"]}}]},
+            "warning: every fix step has a condition",
+        ),
+        ({"verify": {"command": "run `nvidia-smi`", "explain": "shows it"}}, "verify.command: one command line"),
+        (
             {"fingerprints": [{"name": "x", "regex": "CUDA (?P<what>oom)", "weight": 0.5, "means": "ran out: {what}"}]},
             "x: its `means` shows {what} as written",
         ),

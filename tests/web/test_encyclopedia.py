@@ -311,6 +311,21 @@ def test_entry_page_is_cached_and_needs_no_database(server: LiveServer, web: htt
     assert "max-age" in first.headers["cache-control"]
 
 
+def test_an_entry_shows_every_fix_step_with_its_condition_and_copies_only_the_command(web: httpx.Client) -> None:
+    """No log here: every step is shown, a conditioned one with its condition written out; the
+    copy box holds the verify command, its explanation beside it; a check in words gets no box."""
+    html = web.get("/failures/storage.disk_full").text
+    fix = html.split('<ol class="fix">', 1)[1].split("</ol>", 1)[0]
+    assert fix.count("<li>") == 8
+    assert '<li><span class="when">If the job uses Lightning:</span> Set ModelCheckpoint(' in fix
+    assert '<span class="when">If the job uses DeepSpeed:</span>' in fix
+    box = re.search(r'<pre id="verify-command"><code>(.*?)</code></pre>', html, re.S)
+    assert box is not None and box[1] == "df -h &lt;output_dir&gt; &lt;cache_dir&gt; /tmp"
+    assert '<p class="verify-explain">shows room for at least two checkpoints' in html
+    prose = web.get("/failures/host.oom_killed").text
+    assert 'id="verify-command"' not in prose and "free -h -s 5" in prose
+
+
 def test_unknown_entries_and_tags_are_clear_404s(web: httpx.Client) -> None:
     page = web.get("/failures/no.such_entry")
     assert page.status_code == 404 and "no.such_entry" in page.text and "text/html" in page.headers["content-type"]

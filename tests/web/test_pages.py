@@ -76,6 +76,10 @@ def test_pasting_a_log_redirects_to_its_permalink_page(live: LiveServer, client:
     assert "<dt>requested</dt><dd><code>3.91 GiB</code></dd>" in html  # captured facts
     assert 'href="/failures/cuda.oom"' in html
     assert 'class="copy" data-copy="verify-cuda.oom" hidden' in html  # shown by JavaScript only
+    # The copy box holds the verify command alone; what its output should show is said beside it.
+    box = re.search(r'<pre id="verify-cuda.oom"><code>(.*?)</code></pre>', html, re.S)
+    assert box is not None and box[1] == "nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv -l 5"
+    assert '<p class="verify-explain">run beside a few steps at the largest sequence length' in html
     assert "Collateral: echoes of the failure above" in html and "Why collateral:" in html
     assert '<details id="e-nccl.watchdog_timeout">' in html and "NCCL collective timed out" in html
     assert "Timeline across ranks" in html and "Log context around the evidence" in html

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from app.core.engine.advice import setting_of
 from app.core.engine.diagnose import Progress, scan_sources
 from app.core.engine.environment import on_one_node, read_environment, versions_of
 from app.core.engine.file_scan import FileScan
@@ -75,7 +76,7 @@ def explain(
     scans = scan_sources(sources, library, progress=progress)
     environment = read_environment(library, scans)
     found, rejected = find_signatures(library, scans, versions_of(environment))
-    candidates = rank_found(found, scans, one_node=on_one_node(environment, scans))
+    candidates = rank_found(found, scans, one_node=on_one_node(environment, scans), setting=setting_of(environment))
     candidate = next((c for c in candidates if c.id == sig.id), None)
     initiating = next((c for c in candidates if c.role == "initiating"), None)
 

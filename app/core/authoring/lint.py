@@ -15,6 +15,7 @@ from pathlib import Path
 import regex
 import yaml
 
+from app.core.engine.advice import CONDITIONS
 from app.core.engine.diagnose import diagnose
 from app.core.engine.fill import named, required
 from app.core.engine.versions import spec_problem
@@ -139,7 +140,7 @@ def check_placeholders(sig: Signature, path: Path) -> Iterable[Issue]:
         for name in sorted(named(p.means or "")):
             # `means` is shown as written (symptoms table, clue notes, reports): never filled.
             yield Issue(path, None, f"{p.name}: its `means` shows {{{name}}} as written: say it in words")
-    for field_name, text in (*(("fix", t) for t in sig.fix), ("verify", sig.verify), ("resume", sig.resume)):
+    for field_name, text in sig.texts():
         for name in sorted(named(text) - captures):
             yield Issue(path, None, f"{field_name} uses {{{name}}} but no pattern captures it", "warning")
         for name in sorted((required(text) & captures) - sure):
@@ -162,6 +163,32 @@ def check_applies_to(sig: Signature, path: Path) -> Iterable[Issue]:
         unknown = named(note.text) - {"version"}
         if unknown:
             yield Issue(path, None, f"version_notes[{i}].text: only {{version}} can be filled, not {sorted(unknown)}")
+
+
+def check_conditions(sig: Signature, path: Path) -> Iterable[Issue]:
+    """A fix step's `when` names only facts the engine reads from a log, with values it can state."""
+    for i, (_, when) in enumerate(sig.steps()):
+        for key, values in when.items():
+            condition = CONDITIONS.get(key)
+            if condition is None:
+                known = ", ".join(CONDITIONS)
+                yield Issue(path, None, f"fix[{i}].when: {key!r} is not a fact the engine reads (it reads {known})")
+                continue
+            if not values:
+                yield Issue(path, None, f"fix[{i}].when.{key}: no value given")
+            for value in values:
+                if value not in condition.values:
+                    known = ", ".join(condition.values)
+                    yield Issue(path, None, f"fix[{i}].when.{key}: {value!r} is not a value it can be ({known})")
+    if all(when for _, when in sig.steps()):
+        yield Issue(path, None, "every fix step has a condition: a log that meets none of them gets no fix", "warning")
+
+
+def check_verify(sig: Signature, path: Path) -> Iterable[Issue]:
+    """A verify command is one line to copy and run; what it should show is said beside it."""
+    command, _ = sig.verify_parts()
+    if command is not None and ("\n" in command.strip() or "`" in command):
+        yield Issue(path, None, "verify.command: one command line, without backquotes (it is copied as it is)")
 
 
 def check_weights(sig: Signature, path: Path) -> Iterable[Issue]:
@@ -200,6 +227,8 @@ FILE_CHECKS: dict[str, FileCheck] = {
     "placeholders": check_placeholders,
     "applies_to": check_applies_to,
     "weights": check_weights,
+    "conditions": check_conditions,
+    "verify": check_verify,
 }
 
 
@@ -315,6 +344,9 @@ CHECKS: dict[str, str] = {
     "placeholders": "every {fact} a fix, verify or resume text names is captured, and `means` holds none",
     "applies_to": "version ranges parse, and version notes fill only {version}",
     "weights": "no symptom outweighs every fingerprint",
+    "conditions": "a fix step's `when` names facts the engine reads from a log (framework, program, os, launcher,"
+    " scheduler, storage) with values it can state",
+    "verify": "a verify `command` is one line to copy and run, its explanation beside it",
     "references": "related and consequence_of name known ids, not the signature itself",
     "taxonomy": "each signature's id and layer agree with signatures/taxonomy.yaml, which covers every file",
     "examples": "every match example makes its signature the top candidate; no near miss yields it",

@@ -1,7 +1,8 @@
 """The diagnosis engine: read a log, match every pattern in one pass, rank the candidates.
 
 Its face, besides `diagnose` and `diagnose_many` (from `app.core`): filling a signature's
-template, the live scan of a growing log, line prefixes, and how a log is read and checked for text.
+template, a fix step's condition in words, the live scan of a growing log, line prefixes, and how
+a log is read and checked for text.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 from app.core.faces import Home, lazy_names
 
 if TYPE_CHECKING:
+    from app.core.engine.advice import condition_words as condition_words
     from app.core.engine.fill import template as template
     from app.core.engine.live import LiveJob as LiveJob
     from app.core.engine.live import LiveScan as LiveScan
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from app.core.engine.sniff import check_text as check_text
 
 HOMES: dict[str, Home] = {
+    "condition_words": "app.core.engine.advice",
     "template": "app.core.engine.fill",
     "LiveJob": "app.core.engine.live",
     "LiveScan": "app.core.engine.live",
@@ -39,6 +42,7 @@ __all__ = [
     "LiveScan",
     "SNIFF",
     "check_text",
+    "condition_words",
     "parse_prefixes",
     "strip_ansi",
     "template",

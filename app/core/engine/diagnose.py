@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
+from app.core.engine.advice import setting_of
 from app.core.engine.ending import run_ending
 from app.core.engine.environment import VERSIONED, on_one_node, read_environment, versions_of
 from app.core.engine.file_scan import FileScan
@@ -108,7 +109,10 @@ def assemble(
     found, _ = find_signatures(library, scans, versions)
     benign = [f for f in found if f.sig.role == "benign"]
     candidates = rank_found(
-        [f for f in found if f.sig.role != "benign"], scans, one_node=on_one_node(environment, scans)
+        [f for f in found if f.sig.role != "benign"],
+        scans,
+        one_node=on_one_node(environment, scans),
+        setting=setting_of(environment),
     )
     if top is not None:
         candidates = candidates[:top]

@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from app.core.engine.advice import Setting, fix_steps, verify_parts
 from app.core.engine.clues import CLUE_CAP, clue_note, rewrap_notes, unique_context
 from app.core.engine.environment import judge_versions
 from app.core.engine.file_scan import FileScan, LineHit, PatternHits
@@ -236,9 +237,12 @@ def _survived(f: Found, scans: Sequence[FileScan]) -> int:
     return best
 
 
-def rank_found(found: list[Found], scans: Sequence[FileScan], *, one_node: bool = False) -> list[Candidate]:
+def rank_found(
+    found: list[Found], scans: Sequence[FileScan], *, one_node: bool = False, setting: Setting | None = None
+) -> list[Candidate]:
     """Give each found signature its role and order them best first (`one_node`: the job ran on one
-    node, so the local rank torchrun's agent names as the first failed worker is its global rank)."""
+    node, so the local rank torchrun's agent names as the first failed worker is its global rank;
+    `setting`: the log's facts that choose the fix steps, see `advice`)."""
     terminal: list[Found] = []
     earlier: list[tuple[Found, int]] = []
     for f in found:
@@ -286,13 +290,14 @@ def rank_found(found: list[Found], scans: Sequence[FileScan], *, one_node: bool 
         role, cause, why = roles[f.sig.id]
         order = {"initiating": 0, "contributing": 1, "collateral": 2}[role]
         stated = root_rank if role == "initiating" and not f.ranks else None
-        out.append(((order, -f.confidence, terminal.index(f)), _candidate(f, role, cause, why, "terminal", stated)))
+        candidate = _candidate(f, role, cause, why, "terminal", stated, setting)
+        out.append(((order, -f.confidence, terminal.index(f)), candidate))
     for f, progress in earlier:
         why = f"the run went on for at least {progress} progress lines after it: earlier trouble, not the final failure"
         out.append(
             (
                 (3, -f.confidence, f.position.line),
-                _candidate(f, "contributing", None, why, "earlier"),
+                _candidate(f, "contributing", None, why, "earlier", setting=setting),
             )
         )
     return [c for _, c in sorted(out, key=lambda o: o[0])]
@@ -348,7 +353,13 @@ def _choose_initiating(roots: list[Found], root_rank: int | None) -> Found | Non
 
 
 def _candidate(
-    f: Found, role: Role, cause: str | None, why: str, episode: Episode, stated: int | None = None
+    f: Found,
+    role: Role,
+    cause: str | None,
+    why: str,
+    episode: Episode,
+    stated: int | None = None,
+    setting: Setting | None = None,
 ) -> Candidate:
     scan, hit = f.first
     sig = f.sig
@@ -356,6 +367,7 @@ def _candidate(
     rank = own if own is not None else stated  # else a launcher's Root Cause rank
     facts = f.facts if rank is None or "rank" in f.facts else {**f.facts, "rank": str(rank)}
     why = "; ".join([why, *f.notes])
+    verify, command, explain = verify_parts(sig, facts)
     return Candidate(
         id=sig.id,
         title=sig.title,
@@ -391,8 +403,10 @@ def _candidate(
         facts=facts,
         versions=f.versions,
         summary=sig.summary,
-        fix=[fill(step, facts) for step in sig.fix],
-        verify=fill(sig.verify, facts),
+        fix=fix_steps(sig, facts, setting),
+        verify=verify,
+        verify_command=command,
+        verify_explain=explain,
         resume=fill(sig.resume, facts),
         path=entry_path(sig.id),
     )

@@ -118,6 +118,33 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
         r"|^Primary job\s+terminated normally"
         r"|\bdeepspeed\.launcher\.(?:launch|runner)\b|\bdeepspeed/launcher/|/bin/accelerate\b|\baccelerate/commands/launch\.py)",
     ),
+    # What fix steps are chosen by (app/core/engine/advice.py): the frameworks a traceback's frames run
+    # in, a Python program (its traceback header), the operating system its paths or errors name, and
+    # where a checkpoint or blob was read from (a file path quoted to a loader, or Redis).
+    (
+        "framework_frame",
+        r"[\\/](?:site|dist)-packages[\\/](?P<framework>transformers|accelerate|deepspeed|lightning|pytorch_lightning"
+        r"|jax|tensorflow|keras|tf_keras|vllm)[\\/]",
+    ),
+    ("torch_frame", r"[\\/](?:site|dist)-packages[\\/](?P<framework_torch>torch)[\\/]"),
+    ("python_traceback", r"(?:^|[\s:\]|])(?P<program_python>Traceback) \(most recent call last\):\s*$"),
+    (
+        "os",
+        r"(?P<os_windows>\b[A-Za-z]:\\(?:Users|Program Files|ProgramData|Windows|Python\d{0,3}|anaconda3|miniconda3)\\"
+        r"|\[WinError \d{1,6}\])"
+        r"|(?P<os_linux>\b(?:x86_64|aarch64)-linux-gnu\b|\bmanylinux|/dist-packages/|(?:^|[\s\"'(=])/(?:home|root)/"
+        r"|\bLinux version \d)"
+        r"|(?P<os_macos>(?:^|[\s\"'(=])/Users/[^/\s]{1,64}/|-darwin\.so\b|/Library/Frameworks/Python\.framework/"
+        r"|/opt/homebrew/)",
+    ),
+    (
+        "storage",
+        r"(?P<storage_redis>\bredis(?:://|\.exceptions\.|[\\/](?:client|connection|commands)[\\/.]|-py\b|-server\b)"
+        r"|\bRedis version=|\b(?:redis\.)?(?:Strict)?Redis\((?:host|connection_pool|unix_socket_path)=)"
+        r"|(?P<storage_file>\btorch\.load\(\s*f?[\"'][^\"']{1,300}[\"']"
+        r"|[\"'][^\"'\s]{0,300}\.(?:pt|pth|ckpt|bin|safetensors|pkl|pickle|h5|hdf5|npz|msgpack)[\"']"
+        r"|\b(?i:from|loading|load|resuming|restoring)\s[^\s\"']{0,300}\.(?:pt|pth|ckpt|bin|safetensors|pkl|pickle|h5|hdf5)\b)",
+    ),
     (
         "slurm_job",
         r"(?:\*\*\* (?:JOB|STEP) |\bStepId=|\bin step |\bSLURM_JOB_ID=|\bSubmitted batch job )(?P<job_id>\d{1,12})\b",

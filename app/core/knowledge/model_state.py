@@ -94,11 +94,19 @@ def _decoder(annotation: Any) -> Decode | None:
             raise TypeError(f"unsupported field type {annotation!r}")
         if inner:
             only = inner[0]
+            if any(_decoder(a) is None for a in args if a is not type(None)):
+                # A model or a plain value (a fix step written as a string): only a model's state is rebuilt.
+                return lambda value: only(value) if _is_state(value) else value
             return lambda value: None if value is None else only(value)
         return None
     if origin is not None and any(_decoder(a) for a in args):
         raise TypeError(f"unsupported field type {annotation!r}")
     return None
+
+
+def _is_state(value: Any) -> bool:
+    """Whether a value is a model's state as `dump` gives it: (its fields, the fields set)."""
+    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], dict)
 
 
 class Restored(Mapping[str, M]):

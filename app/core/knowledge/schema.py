@@ -123,6 +123,26 @@ class RaiseSite(_Strict):
     url: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")] | None = None
 
 
+class FixStep(_Strict):
+    """A fix step that fits only some jobs: shown when the log's facts meet `when`.
+
+    `when` maps a fact the engine reads from the log (`app.core.engine.advice.CONDITIONS`:
+    framework, program, os, launcher, scheduler, storage) to the values under which the step
+    applies; every key must hold. A log that states the fact with none of the values gets no
+    such step; a log that does not state it gets the step with its condition written out.
+    """
+
+    step: Text
+    when: dict[Name, tuple[Text, ...]] = Field(min_length=1)
+
+
+class Verify(_Strict):
+    """A check that proves the fix: a command to copy and run, and what its output should show."""
+
+    command: Text
+    explain: Text
+
+
 class Faq(_Strict):
     q: Text
     a: Text
@@ -164,8 +184,8 @@ class Signature(_Strict):
     mechanism: Text
     root_causes: tuple[RootCause, ...] = Field(min_length=1)
     confirm: tuple[Text, ...] = Field(min_length=1)
-    fix: tuple[Text, ...] = Field(min_length=1)
-    verify: Text
+    fix: tuple[Text | FixStep, ...] = Field(min_length=1)
+    verify: Text | Verify
     resume: Text
     dead_ends: tuple[DeadEnd, ...] = ()
     prevention: tuple[Text, ...] = Field(min_length=1)
@@ -192,3 +212,21 @@ class Signature(_Strict):
     def all_patterns(self) -> tuple[Pattern, ...]:
         """Fingerprints then symptoms."""
         return self.fingerprints + self.symptoms
+
+    def steps(self) -> tuple[tuple[str, dict[str, tuple[str, ...]]], ...]:
+        """Each fix step's text and its condition (empty: every job)."""
+        return tuple((s.step, dict(s.when)) if isinstance(s, FixStep) else (s, {}) for s in self.fix)
+
+    def verify_parts(self) -> tuple[str | None, str]:
+        """The verify command (None when the check is written as prose) and its explanation."""
+        if isinstance(self.verify, Verify):
+            return self.verify.command, self.verify.explain
+        return None, self.verify
+
+    def texts(self) -> list[tuple[str, str]]:
+        """(field, text) of every text a reader is shown as advice: fix steps, verify parts, resume."""
+        command, explain = self.verify_parts()
+        out = [("fix", text) for text, _ in self.steps()]
+        if command is not None:
+            out.append(("verify", command))
+        return [*out, ("verify", explain), ("resume", self.resume)]

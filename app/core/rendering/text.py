@@ -145,7 +145,11 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
         out += [f"    {_line_label(e, several)} | {_mark(e.text, spans)}" for e, spans in group_evidence(c.evidence)]
         out.append("  fix:")
         out += [f"    {i}. {step}" for i, step in enumerate(c.fix, 1)]
-        out += [f"  verify: {c.verify}", f"  resume: {c.resume}", f"  more: {base_url.rstrip('/')}{c.path}"]
+        if c.verify_command:  # the command alone on its line, to copy; what it shows below it
+            out += [f"  verify: {c.verify_command}", f"          {c.verify_explain}"]
+        else:
+            out.append(f"  verify: {c.verify}")
+        out += [f"  resume: {c.resume}", f"  more: {base_url.rstrip('/')}{c.path}"]
     if d.environment.conflicts:
         out += ["", "ENVIRONMENT CONFLICTS (proven by the log's own lines):"]
         out += [f"  - {c.summary}" for c in d.environment.conflicts]
@@ -178,10 +182,10 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
     return "\n".join(out).lstrip("\n") + "\n"
 
 
-def _fence(lines: list[str]) -> list[str]:
+def _fence(lines: list[str], language: str = "text") -> list[str]:
     """A fenced code block that no backtick run inside the lines can close early."""
     ticks = "`" * max(3, *(_ticks(line) + 1 for line in lines))
-    return [f"{ticks}text", *lines, ticks]
+    return [f"{ticks}{language}", *lines, ticks]
 
 
 def _ticks(line: str) -> int:
@@ -250,7 +254,11 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
         out += _fence([f"{_line_label(e, several)} | {e.text}" for e, _ in group_evidence(c.evidence)])
         out += ["", "**Fix**", ""]
         out += [f"{i}. {step}" for i, step in enumerate(c.fix, 1)]
-        out += ["", f"**Verify:** {c.verify}", "", f"**Resume:** {c.resume}", ""]
+        if c.verify_command:  # the command alone in its block, to copy; what it shows outside it
+            out += ["", "**Verify:**", "", *_fence([c.verify_command], "sh"), "", f"{c.verify_explain}"]
+        else:
+            out += ["", f"**Verify:** {c.verify}"]
+        out += ["", f"**Resume:** {c.resume}", ""]
     if d.environment.conflicts:
         out += ["**Environment conflicts** (proven by the log's own lines):", ""]
         out += [f"- {c.summary}" for c in d.environment.conflicts] + [""]
