@@ -143,17 +143,10 @@ class Candidate(_Frozen):
         "(lower confidence), or advice for those versions",
     )
     summary: str
-    fix: list[str] = Field(
-        description="the fix steps that fit this log: a step whose condition the log's facts contradict is left "
-        "out, and a conditioned step says its condition ('If the job runs under Slurm: ...')"
-    )
+    fix: list[str] = Field(description="the fix steps that fit this log, a conditioned one with its condition")
     verify: str = Field(description="how to check the fix, in one sentence")
-    verify_command: str | None = Field(
-        None, description="the command that checks the fix, to copy and run (null when the check is not one command)"
-    )
-    verify_explain: str | None = Field(
-        None, description="what the verify command's output shows when the fix worked (or the check, in words)"
-    )
+    verify_command: str | None = Field(None, description="the command that checks the fix (null: not one command)")
+    verify_explain: str | None = Field(None, description="what the verify command's output shows when the fix worked")
     resume: str
     path: str = Field(description="encyclopedia path of the failure class")
     trust: str = Field("", description="what the corpus of real logs measured for this signature, in words")

@@ -22,6 +22,16 @@ from app.core.engine.fill import fill
 from app.core.knowledge.schema import Signature
 from app.core.models import Environment
 
+# Groups that state one value of a fact by matching at all, named <fact>_<value>: a Python
+# traceback's header, an operating system's paths, where a checkpoint was read from (builtin.ENVIRONMENT).
+_STATED = {
+    "framework": ("pytorch",),
+    "program": ("python",),
+    "os": ("windows", "linux", "macos"),
+    "storage": ("redis", "file"),
+}
+STATED_BY_MATCHING = {f"{fact}_{value}": (fact, value) for fact, values in _STATED.items() for value in values}
+
 
 @dataclass(frozen=True)
 class Condition:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from app.core.engine.advice import STATED_BY_MATCHING
 from app.core.engine.file_scan import FileScan, LineHit
 from app.core.engine.fill import fill
 from app.core.engine.job import picked_lines
@@ -94,21 +95,6 @@ _PACKAGE_NAMES = {
 }
 
 
-# Groups that state one value of a fact by matching at all: a Python traceback's header, an
-# operating system's paths, where a checkpoint was read from (app/core/engine/advice.py reads them).
-_CHOSEN = {
-    "framework_torch": ("framework", "pytorch"),
-    "program_python": ("program", "python"),
-    "os_windows": ("os", "windows"),
-    "os_linux": ("os", "linux"),
-    "os_macos": ("os", "macos"),
-    "storage_redis": ("storage", "redis"),
-    "storage_file": ("storage", "file"),
-}
-# The frameworks a traceback's frames run in, by their package directory.
-_FRAMEWORK_DIRS = {"pytorch_lightning": "lightning", "tf_keras": "keras"}
-
-
 def _package(name: str) -> str:
     name = name.lower().replace("-", "_")
     return _PACKAGE_NAMES.get(name, name)
@@ -137,11 +123,11 @@ def _values(name: str, hit: LineHit) -> Iterable[tuple[str, str]]:
     for key, value in groups.items():
         if key in _SKIPPED:
             continue
-        if key in _CHOSEN:
-            yield _CHOSEN[key]
+        if key in STATED_BY_MATCHING:
+            yield STATED_BY_MATCHING[key]
             continue
-        if key == "framework":
-            value = _FRAMEWORK_DIRS.get(value, value)
+        if key == "framework":  # a traceback frame's package directory
+            value = _package(value)
         fact = _RENAMED.get(key, key)
         if key == "gpu_memory_mib":
             value = f"{value} MiB"

@@ -17,13 +17,12 @@ import bisect
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
-from app.core.engine.advice import Setting, fix_steps, verify_parts
+from app.core.engine.advice import Setting
+from app.core.engine.candidate import began_at_earliest, candidate_of
 from app.core.engine.clues import CLUE_CAP, clue_note, rewrap_notes, unique_context
 from app.core.engine.environment import judge_versions
 from app.core.engine.file_scan import FileScan, LineHit, PatternHits
-from app.core.engine.fill import fill
 from app.core.engine.found import AGENT_LOCAL_RANK_FACT, ROOT_RANK_FACT, Found, hit_rank, stated_rank
 from app.core.knowledge.loading import Library
 from app.core.knowledge.schema import Pattern, Signature
@@ -31,12 +30,9 @@ from app.core.models import (
     LIKELY,
     Candidate,
     EnvFact,
-    Episode,
-    Evidence,
     Role,
-    entry_path,
 )
-from app.core.times import began, comparable
+from app.core.times import comparable
 
 SURVIVED_PROGRESS = 10  # progress lines after a failure that mean the run went on
 QUIET_PROGRESS = 3  # fewer suffice when nothing else fails after it (a retry that recovered)
@@ -98,19 +94,6 @@ class _Judge:
             if inside:
                 found.append(min(inside, key=lambda h: abs(h.line.no - no)))
         return found
-
-
-# What a pattern consumes to find where the words it looks for start: the end of a prefix
-# ("] "), a separator (": "), a tag's close ("<stderr>:"). The reader is not shown them as matched.
-_LEADING = frozenset(" \t:]>|")
-
-
-def _shown(text: str, span: tuple[int, int]) -> tuple[int, int]:
-    """A match's span as the reader sees it highlighted: without the separators it begins with."""
-    start, end = span
-    while start < end - 1 and start < len(text) and text[start] in _LEADING:
-        start += 1
-    return start, end
 
 
 def find_signatures(
@@ -290,14 +273,14 @@ def rank_found(
         role, cause, why = roles[f.sig.id]
         order = {"initiating": 0, "contributing": 1, "collateral": 2}[role]
         stated = root_rank if role == "initiating" and not f.ranks else None
-        candidate = _candidate(f, role, cause, why, "terminal", stated, setting)
+        candidate = candidate_of(f, role, cause, why, "terminal", stated, setting)
         out.append(((order, -f.confidence, terminal.index(f)), candidate))
     for f, progress in earlier:
         why = f"the run went on for at least {progress} progress lines after it: earlier trouble, not the final failure"
         out.append(
             (
                 (3, -f.confidence, f.position.line),
-                _candidate(f, "contributing", None, why, "earlier", setting=setting),
+                candidate_of(f, "contributing", None, why, "earlier", setting=setting),
             )
         )
     return [c for _, c in sorted(out, key=lambda o: o[0])]
@@ -313,7 +296,7 @@ def _is_cause(cause: Found, echo: Found, roles: Mapping[str, tuple[Role, str | N
     if roles.get(cause.sig.id, ("", None, ""))[1] == echo.sig.id:
         return False  # already its echo: no cycles
     a, b = cause.position, echo.position
-    began_at = _began(echo)
+    began_at = began_at_earliest(echo)
     if (
         cause.sig.role == "collateral"
         and a.time is not None
@@ -328,11 +311,6 @@ def _is_cause(cause: Found, echo: Found, roles: Mapping[str, tuple[Role, str | N
         return True  # before it, or on the same line
     same_place = a.file_index == b.file_index and cause.first[1].line.rank == echo.first[1].line.rank
     return same_place and 0 <= a.line - b.line <= CAUSE_AFTER_LINES
-
-
-def _began(f: Found) -> datetime | None:
-    """When a failure's operation began, from the durations its lines print (the earliest)."""
-    return min((b for h, _, _ in f.evidence if (b := began(h.line.time, h.groups)) is not None), default=None)
 
 
 def _compare(a: Found, b: Found) -> int:
@@ -350,63 +328,3 @@ def _choose_initiating(roots: list[Found], root_rank: int | None) -> Found | Non
     likely = [f for f in roots if f.confidence >= LIKELY]
     chosen = likely or roots
     return chosen[0] if chosen else None
-
-
-def _candidate(
-    f: Found,
-    role: Role,
-    cause: str | None,
-    why: str,
-    episode: Episode,
-    stated: int | None = None,
-    setting: Setting | None = None,
-) -> Candidate:
-    scan, hit = f.first
-    sig = f.sig
-    own = hit_rank(hit)
-    rank = own if own is not None else stated  # else a launcher's Root Cause rank
-    facts = f.facts if rank is None or "rank" in f.facts else {**f.facts, "rank": str(rank)}
-    why = "; ".join([why, *f.notes])
-    verify, command, explain = verify_parts(sig, facts)
-    return Candidate(
-        id=sig.id,
-        title=sig.title,
-        layer=sig.layer,
-        severity=sig.severity,
-        confidence=f.confidence,
-        # A failure the run went on after did not end it: at most possible, whatever its match.
-        band="likely" if f.confidence >= LIKELY and episode == "terminal" else "possible",
-        role=role,
-        episode=episode,
-        caused_by=cause,
-        why=why,
-        line=hit.line.no,
-        file=scan.name,
-        rank=rank,
-        time=hit.line.time,
-        began=_began(f),
-        ranks=sorted(f.ranks) or ([rank] if rank is not None else []),
-        count=f.count,
-        evidence=[
-            Evidence(
-                line=h.line.no,
-                file=h.line.file,
-                rank=h.line.rank,
-                time=h.line.time,
-                text=h.line.text,
-                span=_shown(h.line.text, h.span),
-                pattern=p.name,
-                kind=kind,
-            )
-            for h, p, kind in f.evidence
-        ],
-        facts=facts,
-        versions=f.versions,
-        summary=sig.summary,
-        fix=fix_steps(sig, facts, setting),
-        verify=verify,
-        verify_command=command,
-        verify_explain=explain,
-        resume=fill(sig.resume, facts),
-        path=entry_path(sig.id),
-    )

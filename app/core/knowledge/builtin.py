@@ -126,7 +126,7 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
         r"[\\/](?:site|dist)-packages[\\/](?P<framework>transformers|accelerate|deepspeed|lightning|pytorch_lightning"
         r"|jax|tensorflow|keras|tf_keras|vllm)[\\/]",
     ),
-    ("torch_frame", r"[\\/](?:site|dist)-packages[\\/](?P<framework_torch>torch)[\\/]"),
+    ("torch_frame", r"[\\/](?:site|dist)-packages[\\/](?P<framework_pytorch>torch)[\\/]"),
     ("python_traceback", r"(?:^|[\s:\]|])(?P<program_python>Traceback) \(most recent call last\):\s*$"),
     (
         "os",
