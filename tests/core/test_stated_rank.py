@@ -55,3 +55,36 @@ def test_nccl_s_own_lines_say_which_rank_a_process_is(shipped_library: Library) 
     oom = d.candidates[0]
     assert (oom.id, oom.role, oom.rank) == ("cuda.oom", "initiating", 0)
     assert "3018451" in oom.evidence[0].text
+
+
+def test_horovod_s_stall_report_names_the_stalled_rank(shipped_library: Library) -> None:
+    """Rank 0 (the coordinator) prints the stall report; "6: [horovod_allreduce.0, ...]" is the rank waited for."""
+    stall = first("gh-horovod-horovod-1442", shipped_library)
+    assert (stall.id, stall.role, stall.rank, stall.ranks) == ("dist.collective_mismatch", "initiating", 6, [6])
+
+
+def test_a_stall_report_of_several_ranks_names_none(shipped_library: Library) -> None:
+    """Two ranks stalled: no one rank the others waited for, so the report keeps its printer's prefix rank."""
+    text = (
+        b"[1,0]<stderr>:[2024-05-02 10:11:12.123456: W horovod/common/stall_inspector.cc:107] One or more tensors"
+        b" were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder"
+        b" of ranks for more than 60 seconds. This may indicate that different ranks are trying to submit different"
+        b" tensors or that only subset of ranks is submitting tensors, which will cause deadlock. \n"
+        b"[1,0]<stderr>:Missing ranks:\n"
+        b"[1,0]<stderr>:1: [DistributedAdam_Allreduce/cond/HorovodAllreduce_grads_0]\n"
+        b"[1,0]<stderr>:3!: [DistributedAdam_Allreduce/cond/HorovodAllreduce_grads_0]\n"
+    )
+    stall = diagnose_many([("log", text)], shipped_library, threads=1).candidates[0]
+    assert (stall.id, stall.rank) == ("dist.collective_mismatch", 0)
+
+
+def test_a_launcher_summary_alone_gives_the_rank_it_names(shipped_library: Library) -> None:
+    """Only torchrun's ChildFailedError summary is in the paste: its Root Cause "rank : 0" is the answer's rank."""
+    summary = first("gh-huggingface-accelerate-3206", shipped_library)
+    assert (summary.id, summary.rank) == ("dist.child_failed", 0)
+
+
+def test_mpirun_s_rank_is_read_when_the_pid_is_masked(shipped_library: Library) -> None:
+    """mpirun's "noticed that process rank 1 with PID xxxxxx ... exited on signal 9 (Killed)": rank 1 was killed."""
+    killed = first("gh-kay1794-aware-of-the-history-2", shipped_library)
+    assert (killed.id, killed.role, killed.rank) == ("host.oom_killed", "initiating", 1)

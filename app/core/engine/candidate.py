@@ -7,7 +7,7 @@ from datetime import datetime
 
 from app.core.engine.advice import Setting, fix_steps, verify_parts
 from app.core.engine.fill import fill
-from app.core.engine.found import Found, hit_rank
+from app.core.engine.found import Found
 from app.core.models import LIKELY, Candidate, Episode, Evidence, Role, entry_path
 from app.core.times import began
 
@@ -42,7 +42,7 @@ def candidate_of(
     lines name none; `setting`: the log's facts that choose the fix steps)."""
     scan, hit = f.first
     sig = f.sig
-    own = hit_rank(hit)
+    own = f.rank
     rank = own if own is not None else stated  # else a launcher's Root Cause rank
     facts = f.facts if rank is None or "rank" in f.facts else {**f.facts, "rank": str(rank)}
     why = "; ".join([why, *f.notes])

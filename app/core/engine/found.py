@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -14,6 +14,9 @@ ROOT_RANK_FACT = "root_rank"  # capture name of a launcher's "first observed fai
 # Capture name of the local rank torchrun's agent names when it first sees a worker fail
 # ("failed (exitcode: -9) local_rank: 4 (pid: ...)"): the global rank too when the job runs on one node.
 AGENT_LOCAL_RANK_FACT = "failed_local_rank"
+# Capture name of the rank a report lists as the one the others wait for (Horovod's stall
+# report, printed by the coordinator, rank 0: "Missing ranks:" then "6: [tensors ...]").
+STALLED_RANK_FACT = "stalled_rank"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,12 @@ class Found:
     ranks: set[int] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
     versions: list[str] = field(default_factory=list)  # what the log's versions mean for it
+    named_rank: int | None = None  # the one rank its report names as stalled, not the printer's
+
+    @property
+    def rank(self) -> int | None:
+        """The rank it is on: the one rank its report names as stalled, else its first line's."""
+        return self.named_rank if self.named_rank is not None else hit_rank(self.first[1])
 
     @property
     def position(self) -> Position:
@@ -65,6 +74,13 @@ def hit_rank(hit: LineHit) -> int | None:
         return hit.line.rank
     stated = hit.groups.get("rank", "")
     return int(stated) if stated.isdigit() else None
+
+
+def stalled_rank_of(hits: Iterable[LineHit]) -> int | None:
+    """The rank the hits' stall report names, when it names exactly one: that is the rank the
+    others waited for, as the suspect of a hang; several stalled ranks name none."""
+    named = {int(v) for h in hits if (v := h.groups.get(STALLED_RANK_FACT, "")).isdigit()}
+    return named.pop() if len(named) == 1 else None
 
 
 def stated_rank(terminal: Sequence[Found], fact: str) -> int | None:

@@ -23,7 +23,14 @@ from app.core.engine.candidate import began_at_earliest, candidate_of
 from app.core.engine.clues import CLUE_CAP, clue_note, rewrap_notes, unique_context
 from app.core.engine.environment import judge_versions
 from app.core.engine.file_scan import FileScan, LineHit, PatternHits
-from app.core.engine.found import AGENT_LOCAL_RANK_FACT, ROOT_RANK_FACT, Found, hit_rank, stated_rank
+from app.core.engine.found import (
+    AGENT_LOCAL_RANK_FACT,
+    ROOT_RANK_FACT,
+    Found,
+    hit_rank,
+    stalled_rank_of,
+    stated_rank,
+)
 from app.core.knowledge.loading import Library
 from app.core.knowledge.schema import Pattern, Signature
 from app.core.models import (
@@ -163,7 +170,10 @@ def find_signatures(
             for key, value in hit.groups.items():
                 facts.setdefault(key, value.strip())
         ranks = {r for h in fingerprints if (r := hit_rank(h[1])) is not None}
-        if (first_rank := hit_rank(first_hit)) is not None:
+        named = stalled_rank_of(h[1] for h in hits)
+        if named is not None:
+            ranks = {named}  # the printer (the coordinator) reports it; the failure is on that rank
+        if (first_rank := named if named is not None else hit_rank(first_hit)) is not None:
             facts["rank"] = str(first_rank)
         found.append(
             Found(
@@ -177,6 +187,7 @@ def find_signatures(
                 ranks=ranks,
                 notes=notes,
                 versions=version_texts,
+                named_rank=named,
             )
         )
     return found, rejected
@@ -272,7 +283,15 @@ def rank_found(
     for f in terminal:
         role, cause, why = roles[f.sig.id]
         order = {"initiating": 0, "contributing": 1, "collateral": 2}[role]
-        stated = root_rank if role == "initiating" and not f.ranks else None
+        stated = None
+        if role == "initiating" and not f.ranks:
+            stated = root_rank
+        elif initiating is None and not f.ranks:
+            # Nothing recognised started the run: a launcher's report leads the answer, and the
+            # rank it names as failed is the failure's rank.
+            stated = stated_rank([f], ROOT_RANK_FACT)
+            if stated is None and one_node:
+                stated = stated_rank([f], AGENT_LOCAL_RANK_FACT)
         candidate = candidate_of(f, role, cause, why, "terminal", stated, setting)
         out.append(((order, -f.confidence, terminal.index(f)), candidate))
     for f, progress in earlier:
