@@ -150,3 +150,19 @@ def test_an_nccl_device_index_is_not_a_rank(shipped_library: Library) -> None:
     c = d.candidates[0]
     assert (c.id, c.rank) == ("nccl.network_ib", 12)
     assert {e.rank for e in c.evidence} == {12}  # never device 4 taken for rank 4
+
+
+def test_milabench_s_tag_and_pipe_come_before_torchrun_s_rank() -> None:
+    """milabench's terminal log (TagConsole): "{tag} [stderr] {line}", the worker's torchrun prefix after it."""
+    line = "diffusion-nodes.cn-n001.server.mila.quebec.nolog [stderr] [rank14]: FileNotFoundError: No such file"
+    p = parse_prefixes(line)
+    assert (p.rank, line[p.end :]) == (14, "FileNotFoundError: No such file")
+    plain = "llama.D0 [stdout] step 10 | loss 2.31"
+    assert plain[parse_prefixes(plain).end :] == "step 10 | loss 2.31"
+
+
+def test_safetensors_missing_file_on_a_milabench_rank(shipped_library: Library) -> None:
+    """safetensors' FileNotFoundError (no errno) under its load_file frame, the path wrapped onto the next line."""
+    d = diagnose_many(load_case(CORPUS / "gh-mila-iqia-milabench-281").read(), shipped_library, threads=1)
+    missing = d.candidates[0]
+    assert (missing.id, missing.role, missing.rank) == ("checkpoint.not_found", "initiating", 14)

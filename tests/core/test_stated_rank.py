@@ -88,3 +88,24 @@ def test_mpirun_s_rank_is_read_when_the_pid_is_masked(shipped_library: Library) 
     """mpirun's "noticed that process rank 1 with PID xxxxxx ... exited on signal 9 (Killed)": rank 1 was killed."""
     killed = first("gh-kay1794-aware-of-the-history-2", shipped_library)
     assert (killed.id, killed.role, killed.rank) == ("host.oom_killed", "initiating", 1)
+
+
+def test_an_old_stall_report_s_per_tensor_lists_name_the_stalled_rank(shipped_library: Library) -> None:
+    """Horovod before 0.16.2 lists the missing ranks per tensor ("... [missing ranks: 815]"), unprefixed."""
+    stall = first("gh-horovod-horovod-457", shipped_library)
+    assert (stall.id, stall.role, stall.rank, stall.ranks) == ("dist.collective_mismatch", "initiating", 815, [815])
+
+
+def test_per_tensor_lists_of_several_ranks_name_none(shipped_library: Library) -> None:
+    """One tensor waits for ranks 3 and 5, another for 3: two stalled ranks, so no one rank is named."""
+    text = (
+        b"WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and"
+        b" are waiting for remainder of ranks for more than 60 seconds. This may indicate that different ranks are"
+        b" trying to submit different tensors or that only subset of ranks is submitting tensors, which will cause"
+        b" deadlock. \n"
+        b"Stalled ops:\n"
+        b"HorovodAllreduce_gradients_AddN_37_0 [missing ranks: 3, 5]\n"
+        b"HorovodAllreduce_gradients_AddN_44_0 [missing ranks: 3]\n"
+    )
+    stall = diagnose_many([("log", text)], shipped_library, threads=1).candidates[0]
+    assert (stall.id, stall.rank) == ("dist.collective_mismatch", None)

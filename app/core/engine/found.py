@@ -14,8 +14,9 @@ ROOT_RANK_FACT = "root_rank"  # capture name of a launcher's "first observed fai
 # Capture name of the local rank torchrun's agent names when it first sees a worker fail
 # ("failed (exitcode: -9) local_rank: 4 (pid: ...)"): the global rank too when the job runs on one node.
 AGENT_LOCAL_RANK_FACT = "failed_local_rank"
-# Capture name of the rank a report lists as the one the others wait for (Horovod's stall
-# report, printed by the coordinator, rank 0: "Missing ranks:" then "6: [tensors ...]").
+# Capture name of the rank(s) a report lists as the ones the others wait for (Horovod's stall
+# report, printed by the coordinator, rank 0: "Missing ranks:" then "6: [tensors ...]"; before
+# 0.16 one line a tensor, "tensor [missing ranks: 6, 7]"): one rank, or a comma-separated list.
 STALLED_RANK_FACT = "stalled_rank"
 
 
@@ -78,8 +79,12 @@ def hit_rank(hit: LineHit) -> int | None:
 
 def stalled_rank_of(hits: Iterable[LineHit]) -> int | None:
     """The rank the hits' stall report names, when it names exactly one: that is the rank the
-    others waited for, as the suspect of a hang; several stalled ranks name none."""
-    named = {int(v) for h in hits if (v := h.groups.get(STALLED_RANK_FACT, "")).isdigit()}
+    others waited for, as the suspect of a hang; several stalled ranks (on one line or over
+    several) name none."""
+    named: set[int] = set()
+    for h in hits:
+        listed = [r.strip() for r in h.groups.get(STALLED_RANK_FACT, "").split(",")]
+        named.update(int(r) for r in listed if r.isdigit())
     return named.pop() if len(named) == 1 else None
 
 

@@ -174,6 +174,10 @@ SPECS: tuple[_Spec, ...] = (
     _rule("compose", r"(?P<service>[a-z0-9][\w.-]{0,62}[-_]\d{1,4})[ ]{1,40}\| "),
     # DeepSpeed launcher / pdsh: "worker-1: " (a host name holds a digit)
     _rule("pdsh", r"(?P<host>[a-z][a-z0-9-]{0,62}\d[a-z0-9.-]{0,62}|\d{1,3}(?:\.\d{1,3}){3}): "),
+    # milabench's terminal log (milabench/log.py, TagConsole): "{tag} [stderr] {line}", the tag the
+    # benchmark's dotted name ("diffusion-nodes.cn-n001.server.mila.quebec.nolog"); a torchrun
+    # prefix may follow it
+    _rule("milabench", r"(?P<tag>[A-Za-z0-9][\w.-]{0,200}) \[(?:stdout|stderr)\] ?"),
 )
 
 
