@@ -10,7 +10,7 @@ import pytest
 from app.core.engine.diagnose import diagnose_many
 from app.core.engine.live import LiveJob, LiveScan
 from app.core.engine.reader import BLOCK
-from app.core.engine.rewrap import rewrap, unmark
+from app.core.engine.rewrap import rewrap, unmark, untag
 from app.core.knowledge.loading import Library
 
 CASES = Path(__file__).resolve().parents[1] / "corpus" / "cases"
@@ -36,10 +36,12 @@ def _fed_in_pieces(library: Library, logs: list[Path], seed: str, *, diagnose_be
 
 
 def _pasted(logs: list[Path]) -> bool:
-    """A log the whole-file reader reads as a paste (console wraps rejoined, markdown marks dropped):
-    a log followed as it grows is a program's own output, read as written."""
+    """A log the whole-file reader reads as a paste (console wraps rejoined, markdown marks and a launcher's
+    repeated tags dropped): a log followed as it grows is a program's own output, read as written."""
     return any(
-        len(data := p.read_bytes()) <= BLOCK and (unmark(data) is not None or rewrap(data) is not None) for p in logs
+        len(data := p.read_bytes()) <= BLOCK
+        and (unmark(data) is not None or rewrap(data) is not None or untag(data) is not None)
+        for p in logs
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.core.engine.diagnose import diagnose
 from app.core.engine.reader import iter_blocks
-from app.core.engine.rewrap import rewrap, unmark
+from app.core.engine.rewrap import rewrap, unmark, untag
 from app.core.knowledge.loading import Library
 
 WRAPPED = (
@@ -68,3 +68,34 @@ def test_markdown_marks_around_a_whole_line_are_not_the_programs_output(library:
     kept = b"*****************\n**a** and **b**\nuse `torch.load` here\n"
     assert unmark(kept) is None  # rules, two bold words, code inside a sentence: left as written
     assert unmark(b"  `Killed`\r\n") == b"  Killed\r\n"
+
+
+# Open MPI tags each piece of output it forwards: faulthandler's frames, written field by field,
+# carry the tag again inside the line (horovod/horovod#2403, shortened).
+SPLIT_BY_TAGS = (
+    b'[1,0]<stderr>:  File "/usr/l[1,0]<stderr>:ocal/lib64/pytho[1,0]<stderr>:n3.6/session.py", line 956[1,0]<stderr>: in run\n'
+    b"[1,1]<stdout>:step 10 loss 0.5\n"
+    b"[1,0]<stderr>:RuntimeError: CUDA out of me[1,0]<stderr>:mory. Tried to allocate 2.00 GiB\n"
+)
+
+
+def test_a_launchers_tag_repeated_inside_a_line_is_dropped_and_lines_keep_their_numbers() -> None:
+    found = untag(SPLIT_BY_TAGS)
+    assert found is not None and found.lines == (0, 2)
+    lines = found.data.split(b"\n")
+    assert lines[0] == b'[1,0]<stderr>:  File "/usr/local/lib64/python3.6/session.py", line 956 in run'
+    assert lines[1] == b"[1,1]<stdout>:step 10 loss 0.5"
+    assert lines[2] == b"[1,0]<stderr>:RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    # another rank's tag inside a line is that rank's text, not a repeat: left alone
+    assert untag(b"[1,0]<stderr>:text [1,1]<stderr>: more\n") is None
+    assert untag(b"no tags here\n") is None
+
+
+def test_the_diagnosis_reads_a_line_split_by_tags_and_says_so(library: Library) -> None:
+    found = diagnose(SPLIT_BY_TAGS, library)
+    (oom, *_) = found.candidates
+    assert oom.id == "cuda.oom" and oom.line == 3 and oom.rank == 0
+    assert found.input.untagged_lines == 2
+    assert any(
+        "output tag" in note and "read without the repeated tags" in note for note in found.input.reading_notes()
+    )

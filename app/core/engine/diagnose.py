@@ -141,6 +141,7 @@ def assemble(
             cut_lines=len(cut),
             unreadable_lines=sum(1 for line in read if "\ufffd" in line.text),
             rejoined_lines=sum(1 for line in read if line.rewrapped),
+            untagged_lines=sum(1 for line in read if line.untagged),
             versions={name: fact.value for name, fact in versions.items() if name in VERSIONED},
         ),
         candidates=candidates,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from app.core.engine.prefixes import parse_prefixes
-from app.core.engine.rewrap import rewrap, unmark
+from app.core.engine.rewrap import rewrap, unmark, untag
 from app.core.models import Line
 from app.core.redaction.redactor import DEFAULT, Redactor
 
@@ -56,6 +56,8 @@ class Chunk:
     # (app/core/engine/rewrap.py), and the width it was wrapped at.
     rejoined: tuple[int, ...] = ()
     wrap_width: int = 0
+    # 0-based indexes of the lines a launcher's output tag had split mid-line, read without it.
+    untagged: tuple[int, ...] = ()
 
 
 def _open(source: bytes | bytearray | memoryview | BinaryIO) -> tuple[BinaryIO, bool]:
@@ -154,6 +156,9 @@ def _rejoined(pieces: Iterator[Chunk | Block]) -> Iterator[Chunk | Block]:
             unmarked = unmark(first.data)
             if unmarked is not None:
                 first = replace(first, data=unmarked)
+            untagged = untag(first.data)
+            if untagged is not None:
+                first = replace(first, data=untagged.data, untagged=untagged.lines)
             wrapped = rewrap(first.data)
             if wrapped is not None:
                 first = replace(first, data=wrapped.data, rejoined=wrapped.joined, wrap_width=wrapped.width)

@@ -1,5 +1,5 @@
 """A paste as the program printed it: lines a console hard-wrapped read rejoined, markdown marks
-around a whole line dropped.
+around a whole line dropped, a launcher's output tags repeated inside a line removed.
 
 A Windows console (and some terminals and CI log viewers) breaks output at a fixed width: a
 message longer than the window continues at column 0 of the next line, often mid-word
@@ -114,3 +114,29 @@ def unmark(data: bytes) -> bytes | None:
         return None
     out, n = _MARKED.subn(lambda m: m[1] + (m[2] if m[2] is not None else m[3]) + m[4], data)
     return out if n else None
+
+
+# Open MPI's "[1,3]<stderr>:" and horovodrun's "[3]<stderr>:", at a line's start and again inside it.
+_TAGGED = re.compile(
+    rb"^([^\n]*?)(\[\d{1,6}(?:,\d{1,6})?\]<(?:stdout|stderr|stddiag)>:)([^\n]*?\2[^\n]*)$", re.MULTILINE
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Untagged:
+    data: bytes
+    lines: tuple[int, ...]  # 0-based indexes of the lines that had a repeated tag removed
+
+
+def untag(data: bytes) -> Untagged | None:
+    """The paste with a launcher's output tag repeated inside a line removed, or None if none is."""
+    if b">:" not in data:
+        return None
+    lines: list[int] = []
+
+    def drop(m: re.Match[bytes]) -> bytes:
+        lines.append(data.count(b"\n", 0, m.start()))
+        return m[1] + m[2] + m[3].replace(m[2], b"")
+
+    out = _TAGGED.sub(drop, data)
+    return Untagged(out, tuple(lines)) if lines else None

@@ -322,6 +322,8 @@ class FileScanner:
                 line = lines[frame[0]] = self._make_line(data[frame[0] : frame[1]], no)
                 if chunk.rejoined and no - chunk.first_line in chunk.rejoined:
                     line = lines[frame[0]] = line.model_copy(update={"rewrapped": chunk.wrap_width})
+                if chunk.untagged and no - chunk.first_line in chunk.untagged:
+                    line = lines[frame[0]] = line.model_copy(update={"untagged": True})
             confirmed = self._confirm(idx, line.text)
             groups = dict(confirmed.groups) if confirmed is not None else {}  # its own: the match may be shared
             if idx in plan.version:
@@ -396,5 +398,8 @@ def read_edge_lines(chunk: Chunk, *, head: bool, redactor: Redactor = DEFAULT) -
     for i, piece in enumerate(raw):
         frame = piece.removesuffix(b"\r").rsplit(b"\r", 1)[-1]  # a CRLF line is one frame, not an empty one
         if frame.strip():
-            out.append(make_line(frame, first + i, file=chunk.file, redactor=redactor))
+            line = make_line(frame, first + i, file=chunk.file, redactor=redactor)
+            if chunk.untagged and line.no - chunk.first_line in chunk.untagged:
+                line = line.model_copy(update={"untagged": True})
+            out.append(line)
     return out
