@@ -91,11 +91,7 @@ class Line(_Frozen):
     rewrapped: int = Field(
         0, description="the console width this line's message had been hard-wrapped at; it is read rejoined"
     )
-    untagged: bool = Field(
-        False,
-        description="a launcher's output tag repeated inside this line was removed (Open MPI and horovodrun tag each"
-        " piece a process writes, so a line written in pieces carries the tag again mid-line)",
-    )
+    untagged: bool = Field(False, description="a launcher's output tag repeated mid-line was removed from it")
 
 
 class Evidence(_Frozen):
@@ -302,9 +298,7 @@ class InputInfo(_Frozen):
         " decoded (U+FFFD): a console's code page pasted as UTF-8, or bytes of another encoding",
     )
     rejoined_lines: int = Field(0, description="lines holding a message a console had hard-wrapped, read rejoined")
-    untagged_lines: int = Field(
-        0, description="lines a launcher had split with its output tag mid-line, read without the repeated tags"
-    )
+    untagged_lines: int = Field(0, description="lines a launcher's output tag split mid-line, read without it")
     versions: dict[str, str] = Field(default_factory=dict, description="versions found")
     excerpt: ExcerptInfo | None = Field(
         None, description="set when only an excerpt was received; bytes and lines are then the original log's"
@@ -326,13 +320,8 @@ class InputInfo(_Frozen):
                 f"{n} message{'s' if n > 1 else ''} a console had hard-wrapped at a fixed width"
                 f" {'were' if n > 1 else 'was'} read rejoined."
             )
-        if self.untagged_lines:
-            n = self.untagged_lines
-            notes.append(
-                f"{n} line{'s' if n > 1 else ''} carried the launcher's output tag (Open MPI, horovodrun) again"
-                f" mid-line, where the process had written {'them' if n > 1 else 'it'} in pieces;"
-                f" {'they were' if n > 1 else 'it was'} read without the repeated tags."
-            )
+        if n := self.untagged_lines:
+            notes.append(f"{n} line(s) had a launcher's output tag again mid-line: read without it.")
         return notes
 
 

@@ -303,6 +303,16 @@ def make_line(data: bytes, no: int, *, file: str | None = None, redactor: Redact
     )
 
 
+def marked(line: Line, chunk: Chunk) -> Line:
+    """`line` with what the paste reader did to it in `chunk` (a wrapped message rejoined, tags dropped)."""
+    at = line.no - chunk.first_line
+    if chunk.rejoined and at in chunk.rejoined:
+        line = line.model_copy(update={"rewrapped": chunk.wrap_width})
+    if chunk.untagged and at in chunk.untagged:
+        line = line.model_copy(update={"untagged": True})
+    return line
+
+
 def _frames(physical: bytes) -> Iterable[bytes]:
     """The frames of one physical line worth keeping: progress redraws collapse to the last."""
     if b"\r" not in physical:

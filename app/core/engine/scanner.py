@@ -22,7 +22,7 @@ from app.core.engine.locate import (
     piece_spans,
     progress_lines,
 )
-from app.core.engine.reader import Block, Chunk, count_newlines, make_line
+from app.core.engine.reader import Block, Chunk, count_newlines, make_line, marked
 from app.core.knowledge.engines import SCAN, scan_pattern
 from app.core.knowledge.loading import Library
 from app.core.knowledge.screen import narrow
@@ -319,11 +319,7 @@ class FileScanner:
             assert frame is not None
             line = lines.get(frame[0])
             if line is None:
-                line = lines[frame[0]] = self._make_line(data[frame[0] : frame[1]], no)
-                if chunk.rejoined and no - chunk.first_line in chunk.rejoined:
-                    line = lines[frame[0]] = line.model_copy(update={"rewrapped": chunk.wrap_width})
-                if chunk.untagged and no - chunk.first_line in chunk.untagged:
-                    line = lines[frame[0]] = line.model_copy(update={"untagged": True})
+                line = lines[frame[0]] = marked(self._make_line(data[frame[0] : frame[1]], no), chunk)
             confirmed = self._confirm(idx, line.text)
             groups = dict(confirmed.groups) if confirmed is not None else {}  # its own: the match may be shared
             if idx in plan.version:
@@ -398,8 +394,5 @@ def read_edge_lines(chunk: Chunk, *, head: bool, redactor: Redactor = DEFAULT) -
     for i, piece in enumerate(raw):
         frame = piece.removesuffix(b"\r").rsplit(b"\r", 1)[-1]  # a CRLF line is one frame, not an empty one
         if frame.strip():
-            line = make_line(frame, first + i, file=chunk.file, redactor=redactor)
-            if chunk.untagged and line.no - chunk.first_line in chunk.untagged:
-                line = line.model_copy(update={"untagged": True})
-            out.append(line)
+            out.append(marked(make_line(frame, first + i, file=chunk.file, redactor=redactor), chunk))
     return out
