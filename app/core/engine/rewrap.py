@@ -133,9 +133,12 @@ def untag(data: bytes) -> Untagged | None:
     if b">:" not in data:
         return None
     lines: list[int] = []
+    seen = [0, 0]  # where the last count stopped, and the newlines before it: each byte counted once
 
     def drop(m: re.Match[bytes]) -> bytes:
-        lines.append(data.count(b"\n", 0, m.start()))
+        seen[1] += data.count(b"\n", seen[0], m.start())
+        seen[0] = m.start()
+        lines.append(seen[1])
         return m[1] + m[2] + m[3].replace(m[2], b"")
 
     out = _TAGGED.sub(drop, data)
