@@ -42,6 +42,24 @@ def test_an_ordinary_log_is_left_alone() -> None:
     assert rewrap(table) is None
 
 
+# Progress lines of one template happen to be equally long; the abort after them is a line of its own
+# (rwth-i6/returnn#1482), not the rest of the last one: joined, its OOM would hide behind the abort.
+ABORTED = (
+    b"ep 1 train, step 98, acc 0.004, loss 8.664, loss_att 8.846, loss_ctc 8.239, total 8.664, mem_usage:cuda:3 8.5GB, 0.801 sec/step\n"
+    b"ep 1 train, step 98, acc 0.005, loss 8.674, loss_att 8.856, loss_ctc 8.248, total 8.674, mem_usage:cuda:0 8.9GB, 0.892 sec/step\n"
+    b"ep 1 train, step 98, acc 0.003, loss 8.459, loss_att 8.575, loss_ctc 8.190, total 8.459, mem_usage:cuda:2 8.8GB, 0.834 sec/step\n"
+    b"terminate called after throwing an instance of 'c10::Error'\n"
+    b"  what():  CUDA error: out of memory\n"
+)
+
+
+def test_the_lines_a_process_abort_prints_start_records_of_their_own(library: Library) -> None:
+    assert rewrap(ABORTED) is None
+    assert rewrap(ABORTED.replace(b"terminate called", b"free(): invalid pointer\nterminate called")) is None
+    (first, *_) = diagnose(ABORTED, library).candidates
+    assert first.id == "cuda.oom" and first.line == 5
+
+
 def test_box_lines_as_wide_as_the_window_are_not_joined() -> None:
     box = b"+" + b"-" * 78 + b"+\n"
     log = box + b"| NVIDIA-SMI 535.54      Driver Version: 535.54      CUDA Version: 12.2        |\n" + box

@@ -40,17 +40,25 @@ class Rewrapped:
 
 # The start of a line a program wrote, not the rest of a wrapped one: a launcher's or logger's
 # prefix (rank, host, time), a level, a traceback's parts, an exception's name, a capitalised
-# word (a new sentence; the rest of a word broken mid-way is not capitalised), "prog: ...".
+# word (a new sentence; the rest of a word broken mid-way is not capitalised), "prog: ...", and
+# the lower-case lines the C++ runtime and glibc print when they abort a process ("terminate
+# called after throwing", "  what():", "free(): invalid pointer", "double free or corruption").
 _RECORD = re.compile(
-    r"(?:\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|[IWEF]\d{4} |\[|\(|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b"
+    r"(?:terminate called |\s*what\(\): |(?:free|malloc|realloc|munmap_chunk)\(\): |double free or corruption"
+    r"|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|[IWEF]\d{4} |\[|\(|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b"
     r"|Traceback \(|\s+File \"|\s+\^|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b"
     r"|[A-Z][a-z]+\b|[IWEF] [\w./-]+:\d+\]|[a-z][\w.-]*: \S|\w[\w.-]*:\d+:\d+ )"
 )
 
 
-def _continues(nxt: str) -> bool:
-    """Whether a line can be the rest of the one above it: not the start of a record of its own."""
-    return bool(nxt.strip()) and _RECORD.match(nxt) is None and parse_prefixes(nxt).end == 0
+def _continues(line: str, nxt: str) -> bool:
+    """Whether a line can be the rest of the one above it: not the start of a record of its own,
+    nor of one like it (lines of one template, such as progress lines, that happen to be as long
+    as each other start with the same word)."""
+    if not nxt.strip() or _RECORD.match(nxt) is not None or parse_prefixes(nxt).end != 0:
+        return False
+    word = nxt.split(" ", 1)[0]
+    return not line.startswith(word + " ")
 
 
 def _width(lines: list[str]) -> int | None:
@@ -63,7 +71,7 @@ def _width(lines: list[str]) -> int | None:
     if not MIN_WIDTH <= width <= MAX_WIDTH or lengths[width] < MIN_WRAPPED:
         return None
     mid_word = any(
-        len(line) == width and nxt and line[-1].isalnum() and nxt[0].isalnum() and _continues(nxt)
+        len(line) == width and nxt and line[-1].isalnum() and nxt[0].isalnum() and _continues(line, nxt)
         for line, nxt in itertools.pairwise(lines)
     )
     return width if mid_word else None
@@ -91,7 +99,12 @@ def rewrap(data: bytes) -> Rewrapped | None:
             i += 1
             continue
         end = i  # the run goes on while its last line fills the width and the next one continues it
-        while end + 1 < len(lines) and end - i < MAX_JOINED and len(lines[end]) == width and _continues(lines[end + 1]):
+        while (
+            end + 1 < len(lines)
+            and end - i < MAX_JOINED
+            and len(lines[end]) == width
+            and _continues(lines[end], lines[end + 1])
+        ):
             end += 1
         if end > i:
             out[i] = "".join(lines[i : end + 1]) + ("\r" if raw[i].endswith("\r") else "")
