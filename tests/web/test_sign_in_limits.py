@@ -16,6 +16,7 @@ from sqlalchemy import text
 
 from app.core.knowledge.loading import Library
 from app.store.accounts import canonical_email
+from app.web.accounts import _to_next_hour
 from app.web.state import state_of
 from tests.conftest import BACKENDS, database_for
 from tests.support import LiveServer, live_server, make_settings
@@ -53,9 +54,7 @@ def server(
 def _clear_of_the_hours_turn(margin: int = 60) -> None:
     """Wait for the next UTC hour when it is less than `margin` seconds away: the counters are hourly, so
     requests on both sides of the turn would be counted apart and a limit would look unenforced."""
-    now = datetime.now(UTC)
-    left = 3600 - (now.minute * 60 + now.second + now.microsecond / 1e6)
-    if left < margin:
+    if (left := _to_next_hour(datetime.now(UTC))) < margin:
         time.sleep(left + 1)
 
 

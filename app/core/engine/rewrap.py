@@ -146,12 +146,13 @@ def untag(data: bytes) -> Untagged | None:
     if b">:" not in data:
         return None
     lines: list[int] = []
-    seen = [0, 0]  # where the last count stopped, and the newlines before it: each byte counted once
+    counted, line = 0, 0  # newlines are counted from where the last count stopped: each byte once
 
     def drop(m: re.Match[bytes]) -> bytes:
-        seen[1] += data.count(b"\n", seen[0], m.start())
-        seen[0] = m.start()
-        lines.append(seen[1])
+        nonlocal counted, line
+        line += data.count(b"\n", counted, m.start())
+        counted = m.start()
+        lines.append(line)
         return m[1] + m[2] + m[3].replace(m[2], b"")
 
     out = _TAGGED.sub(drop, data)
