@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 from app.core.engine.diagnose import diagnose
 from app.core.engine.reader import iter_blocks
 from app.core.engine.rewrap import rewrap, unmark, untag
@@ -115,3 +118,27 @@ def test_the_diagnosis_reads_a_line_split_by_tags_and_says_so(library: Library) 
     assert oom.id == "cuda.oom" and oom.line == 3 and oom.rank == 0
     assert found.input.untagged_lines == 2
     assert "2 line(s) had a launcher's output tag again mid-line: read without it." in found.input.reading_notes()
+
+
+def test_a_paste_with_no_newline_at_its_end_is_still_read_as_printed(library: Library, tmp_path: Path) -> None:
+    """A form or an editor often drops the last newline: the last line must not become a chunk of
+    its own, which made the paste look like a log of several chunks and left it unread as printed."""
+    paste = SPLIT_BY_TAGS.rstrip(b"\n")
+    (chunk,) = list(iter_blocks(paste))
+    assert chunk.untagged == (0, 2)  # type: ignore[union-attr]
+    path = tmp_path / "paste.log"
+    path.write_bytes(WRAPPED.rstrip(b"\r\n"))
+    (chunk,) = list(iter_blocks(path))
+    assert chunk.rejoined  # type: ignore[union-attr]
+    found = diagnose(paste, library)
+    assert found.input.untagged_lines == 2 and found.input.lines == 3
+    assert found.candidates[0].id == "cuda.oom"
+
+
+def test_the_last_line_of_a_larger_log_with_no_newline_is_kept_whole() -> None:
+    log = b"".join(b"step %d loss 0.5\n" % i for i in range(300)) + b"RuntimeError: the last line"
+    for source in (log, io.BytesIO(log)):
+        chunks = list(iter_blocks(source, block=1024))
+        assert len(chunks) > 1
+        assert b"".join(c.data for c in chunks) == log  # type: ignore[union-attr]
+        assert sum(c.newlines for c in chunks) == 300  # type: ignore[union-attr]

@@ -214,7 +214,9 @@ def _cuts(mapped: mmap.mmap, block: int, pos: int) -> Iterator[tuple[int, int]]:
         while not end and limit < size and limit - pos <= MAX_CARRY:  # a long line: look further
             limit = min(size, limit + block)
             end = mapped.rfind(b"\n", pos, limit) + 1
-        if not end:
+        if limit == size and limit - pos <= MAX_CARRY + block:
+            end = size  # the rest of the file: its last line goes with the lines before it, newline or not
+        elif not end:
             end = pos + _cut(mapped[pos:limit]) if limit < size or limit - pos > MAX_CARRY else size
         yield pos, end
         pos = end
@@ -251,14 +253,16 @@ def _stream_chunks(stream: BinaryIO, block: int, file: str | None) -> Iterator[C
     line = 1
     carry = b""
     mid_frame = False
-    while True:
-        raw = stream.read(block)
-        if not raw:
-            break
+    raw = stream.read(block)
+    while raw:
+        # Read one ahead: at the end, a last line with no newline goes with the lines before it,
+        # so a paste is one chunk (and read as printed, see _rejoined) whether or not it ends in one.
+        ahead = stream.read(block)
         buf = carry + raw if carry else raw
-        end = buf.rfind(b"\n") + 1
+        end = buf.rfind(b"\n") + 1 if ahead else len(buf)
         if end == 0 and len(buf) > MAX_CARRY:
             end = _cut(buf)
+        raw = ahead
         if end == 0:
             carry = buf
             continue
