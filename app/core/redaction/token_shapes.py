@@ -36,7 +36,9 @@ TOKEN_SHAPES: list[dict[str, Any]] = [
     },
     {
         "type": "aws-access-key",
-        "pattern": r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}",
+        # The whole run of key characters: a key glued to another (or to more capitals) must not
+        # leave its tail in the clear after the first twenty are replaced.
+        "pattern": r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16,200}",
         "group": 0,
         "guard": "entropy",
         "hints": ["a3t", "akia", "asia", "abia", "acca"],
