@@ -216,8 +216,8 @@ def _cuts(mapped: mmap.mmap, block: int, pos: int) -> Iterator[tuple[int, int]]:
             end = mapped.rfind(b"\n", pos, limit) + 1
         if limit == size and limit - pos <= MAX_CARRY + block:
             end = size  # the rest of the file: its last line goes with the lines before it, newline or not
-        elif not end:
-            end = pos + _cut(mapped[pos:limit]) if limit < size or limit - pos > MAX_CARRY else size
+        elif not end:  # a line longer than we hold: the end of the file is past the window
+            end = pos + _cut(mapped[pos:limit])
         yield pos, end
         pos = end
 
@@ -271,8 +271,6 @@ def _stream_chunks(stream: BinaryIO, block: int, file: str | None) -> Iterator[C
         yield Chunk(strip_ansi(data), line, mid_frame, newlines, file)
         line += newlines
         mid_frame = not data.endswith((b"\n", b"\r"))
-    if carry:
-        yield Chunk(strip_ansi(carry), line, mid_frame, carry.count(b"\n"), file)
 
 
 def decode(data: bytes, cap: int = LINE_CAP) -> tuple[str, int]:
