@@ -357,8 +357,8 @@ class Diagnosis(_Frozen):
     unexplained: list[Unexplained]
     unrecognised_start: UnknownStart | None = Field(
         None,
-        description="when every failure found is an echo: the error line most likely to have started the run, "
-        "which no signature recognises",
+        description="when every failure found is an echo, or nothing was recognised in a run that did not finish: "
+        "the error line most likely to have started the run, which no signature recognises",
     )
     hang: HangSuspect | None = Field(
         None,

@@ -192,8 +192,10 @@ class TraceloreServer(LanguageServer):
             where = f" on rank {initiating.rank}" if initiating.rank is not None else ""
             echoes = sum(1 for c in d.candidates if c.role == "collateral")
             verdict = f"{initiating.id}{where}" + (f", {echoes} echo{'es' if echoes != 1 else ''}" if echoes else "")
-        elif d.unrecognised_start is not None:
+        elif d.unrecognised_start is not None and d.candidates:
             verdict = "first failure not recognised; echoes only"
+        elif d.unrecognised_start is not None:
+            verdict = "error not recognised"
         elif d.candidates:
             verdict = f"{d.candidates[0].id} (earlier trouble)"
         else:

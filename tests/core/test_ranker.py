@@ -182,3 +182,48 @@ def test_an_emitted_message_may_be_indented_but_not_quoted() -> None:
     )
     assert [c.id for c in diagnose(b"   Segmentation fault (core dumped)\n", lib).candidates] == ["proc.segfault"]
     assert diagnose(b'    print("boom: Segmentation fault")\n', lib).candidates == []
+
+
+def test_a_log_with_nothing_recognised_names_its_first_exception(library: Library) -> None:
+    """A real whisper paste (jarodmica/beatrice-trainer-webui#1) read by a library without its class."""
+    case = CORPUS / "gh-jarodmica-beatrice-trainer-webui-1" / "log.txt"
+    unknowing = build_library(s for s in library.signatures.values() if s.id != "data.audio_decode_failed")
+    d = diagnose(case.read_bytes(), unknowing)
+    assert d.candidates == []
+    start = d.unrecognised_start
+    assert start is not None and start.text == "RuntimeError: Failed to load audio:"
+    assert start.why == "nothing in the log is recognised; this is the first exception it raised"
+    assert start.similar and start.similar[0].id == "env.media_tool_missing"  # a lead, not a candidate
+    text = render_text(d)
+    assert text.startswith("No known failure found")
+    assert "NOT RECOGNISED: no signature explains the log's error" in text
+    assert "  first error, line 6:\n    RuntimeError: Failed to load audio:" in text
+
+
+def test_the_first_exception_is_named_not_the_one_raised_while_handling_it(cascade_library: Library) -> None:
+    log = (
+        "starting\n"
+        "WARNING: ERROR-level noise before the traceback\n"
+        "Traceback (most recent call last):\n"
+        "FrobError: the widget could not be frobbed\n"
+        "\nDuring handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n"
+        "ReportError: could not report the frob failure\n"
+    )
+    d = diagnose(log.encode(), cascade_library)
+    assert d.candidates == []
+    assert d.unrecognised_start is not None and d.unrecognised_start.line == 4
+
+
+def test_a_run_that_finished_has_no_unrecognised_start(library: Library) -> None:
+    """A healthy run may log an error it survived: the report stays 'looks healthy'."""
+    log = (
+        "ValueError: could not parse optional config field, using the default\n"
+        "{'loss': 0.91, 'learning_rate': 5e-05, 'epoch': 1.0}\n"
+        "{'train_runtime': 12.5, 'train_samples_per_second': 40.1, 'train_loss': 0.95, 'epoch': 1.0}\n"
+    )
+    d = diagnose(log.encode(), library)
+    assert d.candidates == []
+    assert d.ending is not None and d.ending.state == "completed"
+    assert d.unrecognised_start is None
+    assert render_text(d).startswith("Looks healthy")

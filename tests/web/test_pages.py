@@ -117,6 +117,24 @@ def test_log_text_is_escaped_and_a_log_without_known_failures_renders(client: ht
     assert "<script>alert" not in html and "&lt;script&gt;alert" in html
 
 
+def test_a_log_with_nothing_recognised_shows_its_first_exception_and_similar_entries(client: httpx.Client) -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 12, in <module>\n'
+        "    dataset = load_dataset('cnn_dailymail', '3.0.0')\n"
+        "FrobnicateError: could not frobnicate the dataset shards while downloading the tokenizer\n"
+    )
+    r = submit(client, files={"log": (None, log)})
+    html = client.get(r.headers["location"], headers=HTML).text
+    assert "<h1>No known failure found</h1>" in html
+    verdict = html.split('id="verdict">', 1)[1].split("</p>", 1)[0]
+    assert "the log&#39;s first error (line 4) is not one Tracelore knows" in verdict, verdict
+    panel = html.split('class="panel candidate unrecognised"', 1)[1].split("</article>", 1)[0]
+    assert "nothing in the log is recognised; this is the first exception it raised" in panel
+    assert "<code>FrobnicateError: could not frobnicate the dataset shards" in panel
+    assert "Entries worded like it (similar, not matched)" in panel and 'href="/failures/' in panel
+
+
 def test_a_finished_run_reads_healthy_and_one_that_stops_says_so(client: httpx.Client) -> None:
     steps = "".join(f"step {i} loss 2.{50 - i:02d}\n" for i in range(1, 9))
     r = submit(client, files={"log": (None, steps + "Training completed.\n")})

@@ -126,6 +126,8 @@ def assemble(
     cut = {(s.index, h.line.no) for s in scans for ph in s.hits.values() for h in ph.first if h.line.cut}
     read = {(s.index, line.no): line for s in scans for line in picked_lines(s)}.values()
     unexplained_lines = unexplained(library, scans, (f.sig.id for f in found))
+    ending = run_ending(candidates, scans)
+    finished = ending is not None and ending.state == "completed"
     # Its parts are validated models and new lists of them: validating them again would only
     # build Diagnosis's schema, which a text report never needs (JSON builds it when asked).
     # So is InputInfo: counts, names, and the times of lines validated already.
@@ -146,10 +148,10 @@ def assemble(
         ),
         candidates=candidates,
         unexplained=unexplained_lines,
-        unrecognised_start=with_similar(unrecognised_start(candidates, unexplained_lines), library),
+        unrecognised_start=with_similar(unrecognised_start(candidates, unexplained_lines, finished=finished), library),
         hang=hang_suspect(candidates, scans, library),
         harmless=harmless(benign),
-        ending=run_ending(candidates, scans),
+        ending=ending,
         environment=environment,
         redactions=shown_redactions(candidates, unexplained_lines, [s.name for s in scans]),
     )

@@ -1,6 +1,6 @@
 """What the ranked candidates leave over: the harmless signatures, the error lines no
-signature explains, and, when only echoes were recognised, the line most likely to have
-started the run.
+signature explains, and, when no failure that starts a run was recognised (only echoes, or
+nothing at all), the line most likely to have started the run.
 """
 
 from __future__ import annotations
@@ -23,20 +23,28 @@ MAX_UNEXPLAINED = 20
 
 
 _NORMALISE = re.compile(r"0x[0-9a-fA-F]+|\d+")
+# A raised exception as a traceback's last line prints it ("torch.OutOfMemoryError: ...",
+# "ValueError", "KeyError: 'x'"), possibly after a forwarding prefix the reader left.
+_RAISED = re.compile(r"^(?:\[[^\]]{1,40}\]:? ?)?(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Z]\w{0,60}(?:Error|Exception)\b(?::|$)")
 
 
-def unrecognised_start(candidates: Sequence[Candidate], lines: Sequence[Unexplained]) -> UnknownStart | None:
-    """When only echoes were recognised: the error line most likely to have started the run.
+def unrecognised_start(
+    candidates: Sequence[Candidate], lines: Sequence[Unexplained], *, finished: bool = False
+) -> UnknownStart | None:
+    """When no failure that starts a run was recognised: the error line most likely to have started it.
 
-    The launcher's "first observed failure" rank is the best guide; else the earliest
-    unexplained error line before the first echo (a traceback's last line comes after its
-    frames, so of one rank's lines the first error line is the start of its trouble).
+    When nothing at all was recognised, it is the first exception the log raised (its first
+    error line when it raised none), unless the run finished (`finished`: a healthy run may log
+    errors it survived). When only echoes were recognised, the launcher's "first observed
+    failure" rank is the best guide; else the earliest unexplained error line before the first
+    echo (a traceback's last line comes after its frames, so of one rank's lines the first error
+    line is the start of its trouble).
     """
     if not lines or any(c.role == "initiating" for c in candidates):
         return None
     echoes = [c for c in candidates if c.episode == "terminal"]
     if not echoes:
-        return None
+        return None if candidates or finished else _unrecognised_error(lines)
     root = next(
         (c.facts[ROOT_RANK_FACT] for c in echoes if c.facts.get(ROOT_RANK_FACT, "").lstrip("-").isdigit()), None
     )
@@ -51,6 +59,17 @@ def unrecognised_start(candidates: Sequence[Candidate], lines: Sequence[Unexplai
     if before:
         return _start(before[0], f"the first error line before the earliest echo ({first.id}, line {first.line})")
     return _start(lines[0], "the first error line no signature explains")
+
+
+def _unrecognised_error(lines: Sequence[Unexplained]) -> UnknownStart:
+    """Nothing recognised: the first exception raised (what a traceback ends on), else the first error line.
+
+    The first, not the last: a later traceback is most often the handling of an earlier one.
+    """
+    raised = next((u for u in lines if _RAISED.match(u.text)), None)
+    if raised is not None:
+        return _start(raised, "nothing in the log is recognised; this is the first exception it raised")
+    return _start(lines[0], "nothing in the log is recognised; this is its first error line")
 
 
 def _start(u: Unexplained, why: str) -> UnknownStart:

@@ -130,6 +130,20 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
                     "  similar entries (worded like it, not matched): "
                     + ", ".join(f"{s.id} ({s.title})" for s in u.similar)
                 )
+    elif not d.candidates and d.unrecognised_start:
+        u = d.unrecognised_start
+        out += [
+            "",
+            "NOT RECOGNISED: no signature explains the log's error; it is not one Tracelore knows.",
+            f"  first error, line {u.line}"
+            + (f" of {u.file}" if several and u.file else "")
+            + (f", rank {u.rank}" if u.rank is not None else "")
+            + ":",
+            f"    {u.text}",
+        ]
+        if u.similar:
+            similar = ", ".join(f"{s.id} ({s.title})" for s in u.similar)
+            out.append(f"  similar entries (worded like it, not matched): {similar}")
     for c in main:
         label = "INITIATING" if c.role == "initiating" else "ALSO FAILED"
         out += [
@@ -242,6 +256,13 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
             if u.similar:
                 links = [f"[{s.title}]({base_url.rstrip('/')}{s.path})" if base_url else s.title for s in u.similar]
                 out += ["Similar entries (worded like it, not matched): " + "; ".join(links), ""]
+    elif not d.candidates and d.unrecognised_start:
+        u = d.unrecognised_start
+        out += ["### Not recognised", "", "No signature explains the log's error; it is not one Tracelore knows.", ""]
+        out += [f"First error ({u.why}):", ""] + _fence([f"{_line_label(u, several)} | {u.text}"]) + [""]
+        if u.similar:
+            links = [f"[{s.title}]({base_url.rstrip('/')}{s.path})" if base_url else s.title for s in u.similar]
+            out += ["Similar entries (worded like it, not matched): " + "; ".join(links), ""]
     for c in main:
         head = "Initiating failure" if c.role == "initiating" else "Also failed"
         title = f"[{c.title}]({base_url.rstrip('/')}{c.path})" if base_url else c.title

@@ -41,6 +41,10 @@ def verdict(d: Diagnosis) -> str:
             return (
                 f"Verdict: only echoes of a failure were found; what started the run is not one Tracelore knows{where}."
             )
+        start = d.unrecognised_start
+        if start is not None:
+            where = f"line {start.line}" + (f" on rank {start.rank}" if start.rank is not None else "")
+            return f"Verdict: no known failure found; the log's first error ({where}) is not one Tracelore knows."
         if d.ending is None:
             return "Verdict: no known failure found."
         said = "looks healthy" if d.ending.state == "completed" else "no error found"
@@ -64,7 +68,7 @@ def verdict(d: Diagnosis) -> str:
 
 def quiet_heading(d: Diagnosis) -> str:
     """The heading of a report in which no failure was found: healthy, stopped, or nothing known."""
-    if d.ending is None:
+    if d.ending is None or d.unrecognised_start is not None:
         return "No known failure found"
     return "Looks healthy" if d.ending.state == "completed" else "No error: the log stops mid-run"
 
