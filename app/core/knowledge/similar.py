@@ -2,8 +2,9 @@
 
 When the failure that started a run is not one the library knows, the entries that read
 most like its line are still a useful lead. They are offered as similar, never as matched:
-BM25 over each entry's messages, titles and symptom meanings, words only (numbers, paths,
-hex and hosts are masked), with a floor so that noise suggests nothing.
+BM25 over each entry's messages (its patterns' and its raise sites'), titles and symptom
+meanings, words only (numbers, paths, hex and hosts are masked), with a floor so that noise
+suggests nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def _document(sig: Signature) -> list[str]:
     parts = [sig.title, sig.id.replace(".", " ").replace("_", " ")]
     for p in sig.all_patterns():
         parts += [p.message or "", p.means or ""]
+    parts += [site.message for site in sig.raise_sites]
     return words(" ".join(parts))
 
 
