@@ -110,6 +110,49 @@ CASES = [
         "x",
     ),
     ("(pid=4004) x", None, None, None, "x"),  # older Ray: a task without a name
+    # torchrun --role trainer: the elastic agent's "[${role_name}${local_rank}]:"
+    ("[trainer1]:RuntimeError: x", 1, None, None, "RuntimeError: x"),
+    # srun --label pads the task id to the width of the largest; a heterogeneous job's component first
+    (' 2: [rank2]:   File "call.py", line 46', 2, None, None, '  File "call.py", line 46'),
+    ("P1  3: RuntimeError: x", 3, None, None, "RuntimeError: x"),
+    # Open MPI's "[host:pid] ", the pid padded to five digits; a source location is not one
+    ("[h06c0901:07661] Signal: Segmentation fault (11)", None, "h06c0901", None, "Signal: Segmentation fault (11)"),
+    (
+        "[1,3]<stderr>:[gn05:194928] *** Process received signal ***",
+        3,
+        "gn05",
+        None,
+        "*** Process received signal ***",
+    ),
+    ("[train.py:12345] x", None, None, None, "[train.py:12345] x"),
+    ("[12:34] x", None, None, None, "[12:34] x"),
+    # Python logging in the cookbook's format, with and without the logger's name
+    (
+        "2022-06-21 20:40:24,602 - speechbrain.core - ERROR - Exception:",
+        None,
+        None,
+        datetime(2022, 6, 21, 20, 40, 24, 602000),
+        "Exception:",
+    ),
+    (
+        "2020-01-20 11:00:54,975 - WARNING - WARNING: Loss is NaN",
+        None,
+        None,
+        datetime(2020, 1, 20, 11, 0, 54, 975000),
+        "WARNING: Loss is NaN",
+    ),
+    ("- see below - ERROR - x", None, None, None, "- see below - ERROR - x"),
+    # a colour code whose ESC byte the paste lost, before Ray's prefix and after it
+    (
+        "[36m(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:563] x",
+        1,
+        None,
+        None,
+        "[E ProcessGroupNCCL.cpp:563] x",
+    ),
+    ("[2m[36m(RayTrainWorker pid=1942, ip=10.0.0.2)[0m x", None, "10.0.0.2", None, "x"),
+    ("←[36mcli.azure.cli.core.azclierror: x", None, None, None, "cli.azure.cli.core.azclierror: x"),
+    ("[malloc_or_wait] Unable to allocate", None, None, None, "[malloc_or_wait] Unable to allocate"),
     ("(pid 5) x", None, None, None, "(pid 5) x"),
     ("ERROR 2024 x", None, None, None, "ERROR 2024 x"),
     ("Traceback (most recent call last):", None, None, None, "Traceback (most recent call last):"),

@@ -49,7 +49,7 @@ def clusters(without: Path) -> dict[str, set[str]]:
         ),
         (
             "2026-12-01 16:41:43,319 - ERROR - train - [rank0] training failed on cuda:3",
-            "- ERROR - train - [rank<NUM>] training failed on cuda:<NUM>",
+            "train - [rank<NUM>] training failed on cuda:<NUM>",  # the time and Python logging's level go
         ),
         (
             "OSError: image file is truncated (17 bytes not processed)",

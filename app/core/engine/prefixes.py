@@ -101,8 +101,10 @@ _ISO = r"(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d
 
 # Compiled when a line first has a prefix (`rules()`): most lines of a short log have none.
 SPECS: tuple[_Spec, ...] = (
-    # torchrun / torch.distributed.run --tee: "[rank3]:" (>= 2.2) and "[default3]:" (older)
-    _rule("torchrun", r"\[(?:rank|default)(?P<rank>\d{1,6})\]:[ ]?"),
+    # torchrun / torch.distributed.run --tee: "[rank3]:" (>= 2.2) and "[default3]:" (older): the
+    # elastic agent's "[${role_name}${local_rank}]:", so a job started with --role shows its role
+    # there ("[trainer0]:", LocalElasticAgent's docstring)
+    _rule("torchrun", r"\[(?:rank|default|[A-Za-z_][A-Za-z_-]{0,39})(?P<rank>\d{1,6})\]:[ ]?"),
     # Open MPI --tag-output: "[1,3]<stderr>:"
     _rule("mpirun", r"\[(?P<job>\d{1,6}),(?P<rank>\d{1,6})\]<(?:stdout|stderr|stddiag)>:[ ]?"),
     # horovodrun's Gloo launcher: "[3]<stderr>:", after time.asctime() with --prefix-timestamp:
@@ -115,8 +117,10 @@ SPECS: tuple[_Spec, ...] = (
         r"\[(?P<rank>\d{1,6})\]<(?:stdout|stderr)>:[ ]?",
         lambda m: _ctime(m) if m["clock"] else None,
     ),
-    # Slurm srun --label, and torchrun's "--tee" with a numeric line prefix: "3: "
-    _rule("srun_label", r"(?P<rank>\d{1,6}): "),
+    # Slurm srun --label, and torchrun's "--tee" with a numeric line prefix: "3: ". srun pads the
+    # task id to the width of the largest (Slurm's _build_label: "%*d: "), so " 3: " in
+    # a job of ten tasks or more, and a heterogeneous job's component goes first: "P1  3: "
+    _rule("srun_label", r"(?:P\d{1,4} )?[ ]{0,5}(?P<rank>\d{1,6}): "),
     # NCCL debug lines: "host:pid:tid [3] NCCL INFO ..." (the NCCL word stays content). The
     # bracket is the CUDA device the thread uses (cudaGetDevice in NCCL's src/debug.cc), a local
     # GPU index that every node repeats, never the global rank.
@@ -124,6 +128,10 @@ SPECS: tuple[_Spec, ...] = (
         "nccl",
         r"(?P<host>[A-Za-z0-9][\w.-]{0,62}):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<device>\d{1,6})\] (?=NCCL)",
     ),
+    # Open MPI's own messages, its signal handler's above all: "[node1:07661] Signal: Segmentation
+    # fault (11)" (opal/util/stacktrace.c and opal_output's HOSTFORMAT "[%s:%05d] ", the pid padded
+    # to five digits, which tells it from a "[file.py:123]" source location)
+    _rule("openmpi", r"\[(?P<host>[A-Za-z0-9][\w.-]{0,62})(?<!\.py)(?<!\.cc)(?<!\.cpp)(?<!\.h):(?P<pid>\d{5,9})\] "),
     # A Ray actor's or task's output as the driver shows it, which vLLM's processes use too:
     # "(RayWorkerWrapper pid=4004, ip=172.17.0.2) ", "(EngineCore_DP0 pid=548) ",
     # "(VllmWorker rank=1 pid=97) ", and older Ray's unnamed task: "(pid=4004) ". Only `rank=` is a
@@ -152,6 +160,12 @@ SPECS: tuple[_Spec, ...] = (
         r" (?P<src>[^\]\s]{1,200})\] ?",
         _glog,
     ),
+    # Python logging after the time, in the logging cookbook's format
+    # "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (and without the name): "- train - ERROR - "
+    _rule("logging_dash", r"- (?:[\w.\[\]-]{1,100} - )?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) - "),
+    # A colour code whose escape byte was lost on the way into a paste ("[36m(RayWorkerWrapper
+    # pid=4009) "), or that an old Windows console showed as "←" ("←[36m")
+    _rule("lost_colour", r"(?:←?\[\d{1,3}(?:;\d{1,3}){0,4}m)+[ ]?"),
     # syslog: "Jun 14 10:12:33 node1 kernel: "
     _rule(
         "syslog",
