@@ -20,6 +20,12 @@ def submit(client: httpx.Client, **kwargs: object) -> httpx.Response:
     return client.post("/diagnose", files=files, headers=HTML, follow_redirects=False, **kwargs)  # type: ignore[arg-type]
 
 
+def diagnosis_page(client: httpx.Client, log: str) -> str:
+    """The page a pasted log's diagnosis is shown on."""
+    r = submit(client, files={"log": (None, log)})
+    return client.get(r.headers["location"], headers=HTML).text
+
+
 def test_home_has_a_labelled_form_samples_and_the_storage_policy(client: httpx.Client) -> None:
     page = client.get("/", headers=HTML)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
@@ -111,8 +117,7 @@ def test_unknown_pages_are_html_for_browsers_and_problems_for_clients(client: ht
 
 def test_log_text_is_escaped_and_a_log_without_known_failures_renders(client: httpx.Client) -> None:
     log = "epoch 1 done\nERROR: <script>alert('x')</script> while uploading metrics\nbye\n"
-    r = submit(client, files={"log": (None, log)})
-    html = client.get(r.headers["location"], headers=HTML).text
+    html = diagnosis_page(client, log)
     assert "No known failure found" in html and "Unexplained error lines" in html
     assert "<script>alert" not in html and "&lt;script&gt;alert" in html
 
@@ -124,8 +129,7 @@ def test_a_log_with_nothing_recognised_shows_its_first_exception_and_similar_ent
         "    dataset = load_dataset('cnn_dailymail', '3.0.0')\n"
         "FrobnicateError: could not frobnicate the dataset shards while downloading the tokenizer\n"
     )
-    r = submit(client, files={"log": (None, log)})
-    html = client.get(r.headers["location"], headers=HTML).text
+    html = diagnosis_page(client, log)
     assert "<h1>No known failure found</h1>" in html
     verdict = html.split('id="verdict">', 1)[1].split("</p>", 1)[0]
     assert "the log&#39;s first error (line 4) is not one Tracelore knows" in verdict, verdict
@@ -154,8 +158,7 @@ def test_the_timeline_orders_failures_across_ranks_in_time(client: httpx.Client)
         "2026-03-14T09:24:29+00:00 [rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. "
         "GPU 5 has a total capacity of 79.15 GiB of which 2.12 GiB is free.\n"
     )
-    r = submit(client, files={"log": (None, log)})
-    html = client.get(r.headers["location"], headers=HTML).text
+    html = diagnosis_page(client, log)
     timeline = html.split("Timeline across ranks", 1)[1]
     assert timeline.index("CUDA out of memory") < timeline.index("terminated by the launcher")
 
@@ -163,8 +166,7 @@ def test_the_timeline_orders_failures_across_ranks_in_time(client: httpx.Client)
 def test_an_echoes_only_log_says_the_start_is_not_recognised(client: httpx.Client) -> None:
     """The launcher's SIGTERM and ChildFailedError alone: never shown as the initiating failure."""
     log = "\n".join(OOM_CASCADE.splitlines()[8:]) + "\n"
-    r = submit(client, files={"log": (None, log)})
-    html = client.get(r.headers["location"], headers=HTML).text
+    html = diagnosis_page(client, log)
     assert "The failure that started it is not recognised" in html
     assert "Initiating failure" not in html
     assert "Collateral: echoes of the failure above" in html and "the unrecognised one" in html
@@ -176,8 +178,7 @@ CASES = REPO / "tests" / "corpus" / "cases"
 def test_a_hang_page_names_the_suspect_rank_near_the_top(client: httpx.Client) -> None:
     """Ranks 0-2 time out in gloo, rank 3 of 4 never does (a real generated run)."""
     log = (CASES / "gen-dist-hang-rank3-of-4" / "log.txt").read_text()
-    r = submit(client, files={"log": (None, log)})
-    html = client.get(r.headers["location"], headers=HTML).text
+    html = diagnosis_page(client, log)
     assert "Suspect rank: 3" in html and "rank 3 never does: the others were waiting for it" in html
     assert html.index('class="lead verdict"') < html.index("Suspect rank: 3") < html.index("Initiating failure")
     # The verdict, the page's first sentence, already names it.
@@ -188,8 +189,7 @@ def test_a_hang_page_names_the_suspect_rank_near_the_top(client: httpx.Client) -
 def test_the_environment_panel_shows_the_logs_facts_below_the_evidence(client: httpx.Client) -> None:
     """A real repro run's banner (pytorch/pytorch#122192): PyTorch, its CUDA and the GPU, each with its line."""
     log = (CASES / "gh-pytorch-pytorch-122192" / "log.txt").read_text()
-    r = submit(client, files={"log": (None, log)})
-    html = client.get(r.headers["location"], headers=HTML).text
+    html = diagnosis_page(client, log)
     panel = html.split('class="panel environment"', 1)[1].split("</section>", 1)[0]
     assert "<dt>PyTorch</dt><dd><code>2.13.0.dev20260516+cu130</code>" in panel and "line 1" in panel
     assert "<dt>GPU</dt><dd><code>NVIDIA H100</code>" in panel and "line 3" in panel
@@ -213,8 +213,7 @@ def test_the_environment_panel_names_the_host_of_nccls_lines(client: httpx.Clien
 def test_a_time_without_a_year_is_shown_without_one(client: httpx.Client) -> None:
     """A real upstream NCCL watchdog paste: c10's "[E1206 18:44:12.715298 ...]" has no year."""
     log = (CASES / "gh-hiyouga-llamafactory-6269" / "log.txt").read_text()
-    r = submit(client, files={"log": (None, log)})
-    html = client.get(r.headers["location"], headers=HTML).text
+    html = diagnosis_page(client, log)
     assert "12-06 18:44:12 (no year in the log)" in html
     assert "1900" not in html
     # "... ran for 600000 milliseconds before timing out": the collective began ten minutes earlier.
@@ -224,6 +223,5 @@ def test_a_time_without_a_year_is_shown_without_one(client: httpx.Client) -> Non
 def test_a_glog_time_takes_the_year_of_the_log_s_other_times(client: httpx.Client) -> None:
     """torchrun's year-less lines and Python logging's 2026 lines in one real log: shown in 2026."""
     log = (CASES / "gen-dist-shape-error-logging" / "log.txt").read_text()
-    r = submit(client, files={"log": (None, log)})
-    html = client.get(r.headers["location"], headers=HTML).text
+    html = diagnosis_page(client, log)
     assert "2026-12-01 14:" in html and "no year in the log" not in html and "1900" not in html
