@@ -17,6 +17,7 @@ from app.core.engine.matcher import scan_file
 from app.core.engine.nccl_ranks import STATING, lend_nccl_ranks
 from app.core.engine.ranker import find_signatures, rank_found
 from app.core.engine.reader import Source, iter_blocks, source_name
+from app.core.engine.stall import stalled_start
 from app.core.knowledge.loading import Library
 from app.core.models import (
     Candidate,
@@ -108,14 +109,15 @@ def assemble(
     versions = versions_of(environment)
     found, _ = find_signatures(library, scans, versions)
     benign = [f for f in found if f.sig.role == "benign"]
+    setting = setting_of(environment)
     candidates = rank_found(
-        [f for f in found if f.sig.role != "benign"],
-        scans,
-        one_node=on_one_node(environment, scans),
-        setting=setting_of(environment),
+        [f for f in found if f.sig.role != "benign"], scans, one_node=on_one_node(environment, scans), setting=setting
     )
     if top is not None:
         candidates = candidates[:top]
+    ending = run_ending(candidates, scans)  # read before a stall is offered: a stall is a reading of the ending
+    if not candidates and top != 0 and (stalled := stalled_start(scans, library, setting)) is not None:
+        candidates = [stalled]  # nothing found, and the log ends in a start-up phase that never finished
     # How far to trust each named signature: what the corpus measured, said where the decision is made.
     measured = library.measured
     candidates = [c.model_copy(update={"trust": measured[c.id].short()}) if c.id in measured else c for c in candidates]

@@ -64,7 +64,7 @@ def _compiled(source: str) -> re.Pattern[str]:
 AFTER_PROGRESS = 3  # lines a log may print after its last progress line and still "stop on progress"
 
 
-def _tail(scan: FileScan) -> list[Line]:
+def tail(scan: FileScan) -> list[Line]:
     """The last lines of a file, as its scan kept them, in order."""
     start = max(scan.lines - HEAD_TAIL_LINES, 0)
     return sorted((line for line in scan.edge_lines if line.no > start), key=lambda line: line.no)
@@ -75,6 +75,11 @@ def _ending(line: Line, state: Literal["completed", "stopped"]) -> RunEnding:
     if state == "stopped" and (m := _compiled(_STEP).search(line.text)) is not None:
         step = int(m.group("n") or m.group("bar"))
     return RunEnding(state=state, line=line.no, file=line.file, rank=line.rank, text=line.text, step=step)
+
+
+def quiet(text: str) -> bool:
+    """Whether a line says nothing of how a run went: no progress, no failure, no finish."""
+    return not any(_compiled(p).search(text) for p in (_PROGRESS, _FAILED, _COMPLETED))
 
 
 def _completed(tail: Sequence[Line]) -> Line | None:
@@ -98,14 +103,14 @@ def run_ending(candidates: Sequence[Candidate], scans: Sequence[FileScan]) -> Ru
         return None
     stopped: RunEnding | None = None
     for scan in scans:
-        tail = _tail(scan)
-        if not tail:
+        last = tail(scan)
+        if not last:
             continue
-        if (done := _completed(tail)) is not None:
+        if (done := _completed(last)) is not None:
             return _ending(done, "completed")
-        for i in range(len(tail) - 1, max(len(tail) - 2 - AFTER_PROGRESS, -1), -1):
-            if _compiled(_PROGRESS).search(tail[i].text[tail[i].content_start :]):
-                if not any(_compiled(_FAILED).search(later.text) for later in tail[i + 1 :]):
-                    stopped = stopped or _ending(tail[i], "stopped")
+        for i in range(len(last) - 1, max(len(last) - 2 - AFTER_PROGRESS, -1), -1):
+            if _compiled(_PROGRESS).search(last[i].text[last[i].content_start :]):
+                if not any(_compiled(_FAILED).search(later.text) for later in last[i + 1 :]):
+                    stopped = stopped or _ending(last[i], "stopped")
                 break
     return stopped
