@@ -128,7 +128,6 @@ def assemble(
     cut = {(s.index, h.line.no) for s in scans for ph in s.hits.values() for h in ph.first if h.line.cut}
     read = {(s.index, line.no): line for s in scans for line in picked_lines(s)}.values()
     unexplained_lines = unexplained(library, scans, (f.sig.id for f in found))
-    ending = run_ending(candidates, scans)
     finished = ending is not None and ending.state == "completed"
     # Its parts are validated models and new lists of them: validating them again would only
     # build Diagnosis's schema, which a text report never needs (JSON builds it when asked).
