@@ -350,7 +350,7 @@ function searchSource(source) {
   };
   const cut = branches.map((branch) => {
     const parts = tokens(branch);
-    let keep = parts.findIndex((t) => !t.skip);
+    const keep = parts.findIndex((t) => !t.skip);
     // A later required part that opens with more literal characters is searched from
     // instead (a line the pattern matches holds a match of it too): the engine scans for
     // `(?:nan|inf)` quickly, where from `\[` it stops at every line that opens with one.
