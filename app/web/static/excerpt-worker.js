@@ -336,9 +336,29 @@ function searchSource(source) {
     }
   }
   branches.push(source.slice(from));
+  // How many literal characters a search from part k opens with (a group of alternatives:
+  // its shortest alternative's), the engine's fast scan being for those.
+  const literalRun = (parts, k) => {
+    const t = parts[k];
+    if (t.kind === "literal") {
+      let run = 0;
+      while (k + run < parts.length && parts[k + run].kind === "literal" && ONE_CHAR.test(parts[k + run].text)) run++;
+      return run;
+    }
+    if (t.kind !== "group" || !t.text.startsWith("(?:") || !t.text.endsWith(")") || /[()[]/.test(t.text.slice(3, -1))) return 0;
+    return Math.min(...t.text.slice(3, -1).split("|").map((alt) => /^(?:\\[^\dA-Za-z]|[^\\^$.|?*+()[\]{}])*/.exec(alt)[0].replace(/\\/g, "").length));
+  };
   const cut = branches.map((branch) => {
     const parts = tokens(branch);
     const keep = parts.findIndex((t) => !t.skip);
+    // A later required part that opens with more literal characters is searched from
+    // instead (a line the pattern matches holds a match of it too): the engine scans for
+    // `(?:nan|inf)` quickly, where from `\[` it stops at every line that opens with one.
+    if (keep >= 0 && !/\\[1-9]|\\k</.test(source)) {
+      let best = keep;
+      for (let k = keep + 1; k < parts.length; k++) if (!parts[k].skip && literalRun(parts, k) > literalRun(parts, best)) best = k;
+      if (best !== keep && literalRun(parts, best) >= 2) return parts.slice(best).map((t) => t.text).join("");
+    }
     // An alternative anchored at a line's start stays whole unless its selective part opens
     // with two literal characters or more: with "m", ^ holds after a line end or a CR only,
     // and the engine gives up at once everywhere else, where from that part on it would be
