@@ -210,7 +210,13 @@ def test_a_log_of_failure_lines_of_every_kind_is_located_line_for_line(shipped_l
         scan = _scan_dense(lib, data, block=block, threads=threads)
         got = {idx: hits.lines for idx, hits in scan.hits.items() if idx in fully}
         assert got == {idx: lines[:KEEP_LINES] for idx, lines in expected.items() if idx in fully}
-        assert all(h.count == len(expected[i]) for i, h in scan.hits.items() if i in fully)
+        # A count is exact until the pattern saturates, then a lower bound (`Hits.count`): a near
+        # pattern as broad as 'Error' meets more lines than the cap in the examples alone.
+        assert all(
+            h.count == len(expected[i]) if not h.saturated else 0 < h.count <= len(expected[i])
+            for i, h in scan.hits.items()
+            if i in fully
+        )
         # A line parsed once and renumbered is the line make_line gives for its number.
         first = [h.line for hits in scan.hits.values() for h in hits.first if b"\r" not in raw[h.line.no - 1]]
         assert len(first) > 1000

@@ -133,8 +133,8 @@ def stalled_start(scans: Sequence[FileScan], library: Library, setting: Setting 
         text = line.text
         m = _compiled(phase.regex).search(text, line.content_start)
         start, end = (m.start(), m.end()) if m else (line.content_start, len(text))
-        while start < end - 1 and text[start].isspace():
-            start += 1
+        while start < end - 1 and (text[start].isspace() or text[start] in ":]>|"):
+            start += 1  # a highlight begins on the words, not on a quote marker or a separator
         end = len(text[:end].rstrip()) or end
         verify, command, explain = verify_parts(sig, {})
         return Candidate(
