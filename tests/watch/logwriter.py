@@ -7,6 +7,7 @@ PLAN is a list of steps, run in order:
   {"sleep": S}                                        wait
   {"rename": [OLD, NEW]}                              rotate a file away (logrotate's default)
   {"truncate": PATH}                                  empty a file in place (copytruncate)
+  {"wait_for": PATH}                                  wait until PATH exists (the test's go-ahead)
 A line holding the plan's "mark" text has its write time (epoch seconds) appended to the
 plan's "stamps" file, so a test can tell how long a report took after the line landed.
 """
@@ -27,6 +28,10 @@ def main() -> None:
     for step in plan["steps"]:
         if "sleep" in step:
             time.sleep(step["sleep"])
+        elif "wait_for" in step:
+            give_up = time.monotonic() + 300
+            while not Path(step["wait_for"]).exists() and time.monotonic() < give_up:
+                time.sleep(0.05)
         elif "rename" in step:
             old, new = step["rename"]
             handles.pop(old, None)
