@@ -62,8 +62,13 @@ class Watch:
     _threads_done: threading.Event = field(default_factory=threading.Event)
 
 
+def cli_env(signatures: Path) -> dict[str, str]:
+    """The environment a `tracelore` process of these tests runs in: the test library's signatures."""
+    return {**os.environ, "TRACELORE_SIGNATURES_DIR": str(signatures)}
+
+
 def start_watch(args: list[str], signatures: Path, *, stdin: object = None) -> Watch:
-    env = {**os.environ, "TRACELORE_SIGNATURES_DIR": str(signatures)}
+    env = cli_env(signatures)
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "watch", *args],
         cwd=ROOT,
@@ -390,7 +395,7 @@ def test_a_long_file_already_there_is_read_to_its_end_without_waiting_for_change
     started = time.monotonic()
     subprocess.run(
         [sys.executable, "-m", "app", "diagnose", str(log), "--format", "json"],
-        env={**os.environ, "TRACELORE_SIGNATURES_DIR": str(signatures_dir)},
+        env=cli_env(signatures_dir),
         capture_output=True,
         check=False,
         timeout=300,
