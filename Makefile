@@ -35,8 +35,9 @@ eval: install  ## the library measured on the corpus of real logs (fails below t
 docs: install  ## the documentation (docs/, MkDocs) built into build/docs; a broken link or anchor fails it
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# One worker per core, each test file on one worker: a module's live server and fixtures are built once.
 pytest: install
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadfile
 
 test: lint eval docs pytest  ## the whole test suite
 
