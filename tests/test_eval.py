@@ -403,3 +403,53 @@ def test_each_sampled_batch_is_held_to_its_own_thresholds(tmp_path: Path, librar
     (root / "thresholds.yaml").write_text("sampled:\n  t9: {top1: 0.5}\n")
     misspelt = run("eval", str(root))
     assert misspelt.exit_code == 1 and "sampled.t9.top1 names a batch with no case" in misspelt.output
+
+
+def test_an_ecosystem_two_batches_named_differently_is_one_row_of_coverage(tmp_path: Path, library: Library) -> None:
+    staged = tmp_path / "staged"
+    names = {"gh-a-b-1": "TensorFlow and Keras", "gh-a-b-2": "TensorFlow, Keras", "gh-a-b-3": "JAX"}
+    for case_id, ecosystem in names.items():
+        (staged / case_id).mkdir(parents=True)
+        (staged / case_id / "log.txt").write_bytes(example(library, "cuda.oom"))
+        spec = {
+            "source": f"https://github.com/a/b/issues/{case_id[-1]}",
+            "expected": "cuda.oom",
+            "notes": "ran out of memory",
+        }
+        spec["sampled"] = {"batch": "t1", "query": "keras out of memory", "position": 1, "ecosystem": ecosystem}
+        (staged / case_id / CASE_FILE).write_text(yaml.safe_dump(spec))
+    root = tmp_path / "c"
+    assert run("corpus", "import", str(staged), "--corpus", str(root)).exit_code == 0
+    (root / "ecosystems.yaml").write_text("TensorFlow and Keras:\n  - TensorFlow, Keras\n")
+    rows = json.loads(run("eval", str(root), "--format", "json").output)["coverage_by_ecosystem"]
+    assert {r["label"]: r["cases"] for r in rows} == {"TensorFlow and Keras": 2, "JAX": 1}
+    # The case keeps the ledger's wording; only the report joins them.
+    assert "ecosystem: TensorFlow, Keras" in (root / "cases" / "gh-a-b-2" / CASE_FILE).read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("A:\n  - x\nB:\n  - x\n", "'x' is listed under both 'A' and 'B'"),
+        ("A:\n  - B\nB:\n  - y\n", "'B' is reported under 'A' and has names of its own"),
+        ("A: x\n", "'A' must map to a list of names"),
+    ],
+)
+def test_a_contradictory_list_of_ecosystem_names_is_refused(tmp_path: Path, text: str, problem: str) -> None:
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "ecosystems.yaml").write_text(text)
+    with pytest.raises(CorpusError) as caught:
+        load_corpus(tmp_path)
+    assert any(problem in p for p in caught.value.problems), caught.value.problems
+
+
+def test_every_ecosystem_name_of_the_shipped_corpus_is_reported_once() -> None:
+    """Each name in ecosystems.yaml is one a case uses, so a list of names cannot rot."""
+    raw = yaml.safe_load((CORPUS / "ecosystems.yaml").read_text())
+    used = {
+        s["sampled"]["ecosystem"]
+        for p in (CORPUS / "cases").glob("*/case.yaml")
+        if (s := yaml.safe_load(p.read_text())).get("sampled") and s["sampled"].get("ecosystem")
+    }
+    listed = [name for others in raw.values() for name in others]
+    assert sorted(set(listed) - used) == []

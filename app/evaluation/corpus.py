@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -27,6 +27,9 @@ LOG_FILE = "log.txt"
 RANK_LOG_SUFFIX = ".log"
 HEALTHY = "none"  # `expected` of a run that did not fail
 THRESHOLDS_FILE = "thresholds.yaml"
+ECOSYSTEMS_FILE = (
+    "ecosystems.yaml"  # one name per ecosystem: the names batches gave it, under the one it is reported as
+)
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_]*(?:\.[a-z0-9_]+)+$")
 _CASE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{2,120}$")
@@ -236,7 +239,50 @@ def load_corpus(root: Path, *, only: str | None = None) -> list[Case]:
             problems.extend(exc.problems)
     if problems:
         raise CorpusError(problems)
-    return cases
+    names = load_ecosystem_names(root)
+    return [_renamed(case, names) for case in cases]
+
+
+def load_ecosystem_names(root: Path) -> dict[str, str]:
+    """`ecosystems.yaml`: each name a batch gave an ecosystem, mapped to the one name it is reported under.
+
+    Sampling ledgers name the ecosystem of their queries in their own words ("TensorFlow, Keras",
+    "TensorFlow and Keras"); without one name per ecosystem its cases split into rows of coverage.
+    """
+    path = root / ECOSYSTEMS_FILE
+    if not path.is_file():
+        return {}
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, dict):
+        raise CorpusError([f"{path}: must map each ecosystem's name to the other names batches gave it"])
+    names: dict[str, str] = {}
+    problems = []
+    for canonical, others in raw.items():
+        if (
+            not isinstance(canonical, str)
+            or not isinstance(others, list)
+            or not all(isinstance(o, str) for o in others)
+        ):
+            problems.append(f"{path}: {canonical!r} must map to a list of names")
+            continue
+        for other in others:
+            if other in names and names[other] != canonical:
+                problems.append(f"{path}: {other!r} is listed under both {names[other]!r} and {canonical!r}")
+            names[other] = canonical
+    problems += [f"{path}: {c!r} is reported under {names[c]!r} and has names of its own" for c in raw if c in names]
+    if problems:
+        raise CorpusError(problems)
+    return names
+
+
+def _renamed(case: Case, names: Mapping[str, str]) -> Case:
+    """The case with its sampled ecosystem under the name it is reported as."""
+    sampled = case.spec.sampled
+    name = names.get(sampled.ecosystem or "") if sampled is not None else None
+    if sampled is None or name is None:
+        return case
+    renamed = sampled.model_copy(update={"ecosystem": name})
+    return Case(id=case.id, spec=case.spec.model_copy(update={"sampled": renamed}), logs=case.logs)
 
 
 def redact_log(data: bytes, redactor: Redactor = DEFAULT, aliases: Sequence[tuple[str, str]] = ()) -> str:
