@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -243,6 +244,16 @@ def load_corpus(root: Path, *, only: str | None = None) -> list[Case]:
     return [_renamed(case, names) for case in cases]
 
 
+def _optional_mapping(path: Path, must: str) -> dict[Any, Any]:
+    """A YAML mapping a corpus may hold beside its cases (empty when the file is absent)."""
+    if not path.is_file():
+        return {}
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, dict):
+        raise CorpusError([f"{path}: {must}"])
+    return raw
+
+
 def load_ecosystem_names(root: Path) -> dict[str, str]:
     """`ecosystems.yaml`: each name a batch gave an ecosystem, mapped to the one name it is reported under.
 
@@ -250,11 +261,7 @@ def load_ecosystem_names(root: Path) -> dict[str, str]:
     "TensorFlow and Keras"); without one name per ecosystem its cases split into rows of coverage.
     """
     path = root / ECOSYSTEMS_FILE
-    if not path.is_file():
-        return {}
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(raw, dict):
-        raise CorpusError([f"{path}: must map each ecosystem's name to the other names batches gave it"])
+    raw = _optional_mapping(path, "must map each ecosystem's name to the other names batches gave it")
     names: dict[str, str] = {}
     problems = []
     for canonical, others in raw.items():
@@ -353,11 +360,7 @@ def add_case(
 def load_thresholds(root: Path) -> dict[str, float]:
     """The minimum figures CI holds the corpus to (`thresholds.yaml`; none when absent)."""
     path = root / THRESHOLDS_FILE
-    if not path.is_file():
-        return {}
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(raw, dict):
-        raise CorpusError([f"{path}: must map figure names to minimum values"])
+    raw = _optional_mapping(path, "must map figure names to minimum values")
     flat: dict[str, object] = {}
     problems = []
     for key, value in raw.items():
