@@ -11,7 +11,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,7 @@ LOG_FILE = "log.txt"
 RANK_LOG_SUFFIX = ".log"
 HEALTHY = "none"  # `expected` of a run that did not fail
 THRESHOLDS_FILE = "thresholds.yaml"
-ECOSYSTEMS_FILE = (
-    "ecosystems.yaml"  # one name per ecosystem: the names batches gave it, under the one it is reported as
-)
+ECOSYSTEMS_FILE = "ecosystems.yaml"  # the names batches gave each ecosystem, under the one it is reported as
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_]*(?:\.[a-z0-9_]+)+$")
 _CASE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{2,120}$")
@@ -289,7 +287,7 @@ def _renamed(case: Case, names: Mapping[str, str]) -> Case:
     if sampled is None or name is None:
         return case
     renamed = sampled.model_copy(update={"ecosystem": name})
-    return Case(id=case.id, spec=case.spec.model_copy(update={"sampled": renamed}), logs=case.logs)
+    return replace(case, spec=case.spec.model_copy(update={"sampled": renamed}))
 
 
 def redact_log(data: bytes, redactor: Redactor = DEFAULT, aliases: Sequence[tuple[str, str]] = ()) -> str:
