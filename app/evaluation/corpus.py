@@ -7,11 +7,12 @@ its echoes, and why). Scoring lives in `app.core.knowledge.scoring`; this module
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -287,7 +288,7 @@ def _renamed(case: Case, names: Mapping[str, str]) -> Case:
     if sampled is None or name is None:
         return case
     renamed = sampled.model_copy(update={"ecosystem": name})
-    return replace(case, spec=case.spec.model_copy(update={"sampled": renamed}))
+    return dataclasses.replace(case, spec=case.spec.model_copy(update={"sampled": renamed}))
 
 
 def redact_log(data: bytes, redactor: Redactor = DEFAULT, aliases: Sequence[tuple[str, str]] = ()) -> str:
