@@ -18,10 +18,11 @@ import yaml
 from click.testing import CliRunner, Result
 
 from app.cli import main
-from app.core.knowledge.loading import MEASURED_FILE, Library, load_library
+from app.core.knowledge.loading import MEASURED_FILE, NEIGHBOURS_FILE, Library, load_library
 from app.errors import CorpusError
 from app.evaluation.corpus import CASE_FILE, CaseSpec, add_case, load_corpus
 from app.evaluation.evaluate import evaluate, measured_document
+from app.evaluation.neighbours import corpus_neighbours
 from tests.conftest import database_for
 from tests.support import REPO, LiveServer, live_server, make_settings
 
@@ -453,3 +454,38 @@ def test_every_ecosystem_name_of_the_shipped_corpus_is_reported_once() -> None:
     }
     listed = [name for others in raw.values() for name in others]
     assert sorted(set(listed) - used) == []
+
+
+def test_the_shipped_neighbours_are_those_of_the_corpus(library: Library) -> None:
+    """signatures/neighbours.json indexes today's corpus, as `tracelore eval --write-measured` writes it."""
+    shipped = json.loads((REPO / "signatures" / NEIGHBOURS_FILE).read_text())
+    fresh = corpus_neighbours(load_corpus(CORPUS), library).to_json()
+    assert shipped == fresh, "run `tracelore eval --write-measured` and commit signatures/neighbours.json"
+
+
+UNKNOWN_FAILURE = b"step 3\nFrobnicatorError: widget arena exhausted while packing quux tensors\n"
+
+
+def test_a_lead_never_comes_from_the_case_own_thread(signatures_dir: Path, tmp_path: Path) -> None:
+    """Each case is measured as an unseen log: its own thread's logs never lead it (leave one thread out)."""
+    root = tmp_path / "corpus"
+    other = b"GizmoError: spool device rejected the zorblax segment write\n"  # words no other case shares
+    write_case(root, "thread-c", other, expected="storage.disk_full", source="https://github.com/o/r/issues/3")
+    write_case(root, "thread-a", UNKNOWN_FAILURE, expected="cuda.oom", source="https://github.com/o/r/issues/1")
+    write_case(root, "thread-a-again", UNKNOWN_FAILURE, expected="cuda.oom", source="https://github.com/o/r/issues/1")
+    copy = tmp_path / "signatures"
+    shutil.copytree(signatures_dir, copy)
+    alone = run("eval", str(root), "--signatures", str(copy), "--write-measured", "--format", "json")
+    body = json.loads(alone.stdout)
+    assert body["leads"] == {"hits": 0, "total": 0}
+    assert [o["ranked"] for o in body["outcomes"]] == [[], [], []]
+    # Another thread with the same failure: each now leads the other, right, and marked as leads.
+    write_case(root, "thread-b", UNKNOWN_FAILURE, expected="cuda.oom", source="https://github.com/o/r/issues/2")
+    both = run("eval", str(root), "--signatures", str(copy), "--write-measured", "--format", "json")
+    body = json.loads(both.stdout)
+    assert body["leads"] == {"hits": 3, "total": 3}
+    led = [o for o in body["outcomes"] if o["expected"] == "cuda.oom"]
+    assert len(led) == 3 and all(o["lead"] and o["ok"] and o["ranked"] == ["cuda.oom"] for o in led)
+    # A lead is not the signature's doing: its measured counts say it recognised none of them.
+    oom = load_library(copy).measured["cuda.oom"]
+    assert (oom.cases, oom.recognised, oom.named_wrongly) == (3, 0, 0)

@@ -5,6 +5,7 @@ Registered on the `tracelore` group by app/cli/__init__.py.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -233,14 +234,26 @@ def eval_command(
         raise CommandError(f"no cases in {root}" + (f" matching {only!r}" if only else ""))
     if record and only:
         raise click.UsageError("--write-measured measures the whole corpus: drop --only")
-    report = evaluate(cases, library, taxonomy=(signatures or current().settings.signatures_dir) / TAXONOMY_FILE)
+    library_dir = signatures or current().settings.signatures_dir
+    if record:
+        # The leads of an evaluation come from the corpus's own logs: index them first (each case is
+        # measured without its own thread), so measured.json is that of the shipped index.
+        from app.core.knowledge import NEIGHBOURS_FILE
+        from app.core.knowledge.neighbours import LazyNeighbours
+        from app.evaluation.neighbours import corpus_neighbours, write_neighbours
+
+        index = corpus_neighbours(cases, library)
+        write_neighbours(library_dir / NEIGHBOURS_FILE, index)
+        click.echo(f"wrote {library_dir / NEIGHBOURS_FILE} ({len(index.logs)} labelled logs)", err=True)
+        library = dataclasses.replace(library, neighbours=LazyNeighbours.of(index))
+    report = evaluate(cases, library, taxonomy=library_dir / TAXONOMY_FILE)
     click.echo(render_json(report, thresholds) if fmt == "json" else render_text(report, thresholds), nl=False)
     worse = False
     if before is not None:
         click.echo(render_changes(report, before), nl=False, err=fmt == "json")
         worse = bool(report.changes(before)[0])
     if record:
-        target = (signatures or current().settings.signatures_dir) / MEASURED_FILE
+        target = library_dir / MEASURED_FILE
         write_measured(target, report, library)
         click.echo(f"wrote {target}", err=True)
     sys.exit(1 if report.below(thresholds) or worse else 0)

@@ -74,6 +74,11 @@ class FirstSight(BaseModel):
     ranked: tuple[str, ...] = Field(default=(), description="the candidates' ids, best first (at most 5)")
     likely: tuple[str, ...] = Field(default=(), description="those of them at band `likely`")
     known: bool = Field(description="whether the library had a signature for the expected class then")
+    lead: bool = Field(
+        default=False,
+        description="whether the first candidate was a lead (the failure of the labelled logs most like it), "
+        "offered because no signature recognised anything",
+    )
 
 
 class Sampling(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -57,21 +57,26 @@ def shuffled_orders(case_id: str, n: int) -> list[list[int]]:
     return orders
 
 
-def answer(files: Sequence[tuple[str, bytes]], library: Library) -> tuple[tuple[object, ...], ...] | None:
+def answer(
+    files: Sequence[tuple[str, bytes]], library: Library, unlike: Collection[str] = ()
+) -> tuple[tuple[object, ...], ...] | None:
     """What order independence compares: each candidate's id, role and where it starts, in the diagnosis's order."""
     try:
-        d = diagnose_many(list(files), library, threads=1)
+        d = diagnose_many(list(files), library, threads=1, unlike=unlike)
     except TraceloreError:
         return None
     return tuple((c.id, c.role, c.caused_by, c.file, c.line, c.rank) for c in d.candidates)
 
 
-def order_stable(case_id: str, logs: Sequence[tuple[str, bytes]], library: Library) -> bool | None:
+def order_stable(
+    case_id: str, logs: Sequence[tuple[str, bytes]], library: Library, unlike: Collection[str] = ()
+) -> bool | None:
     """Whether a multi-rank case's per-rank files give the same answer in every order (None: one rank)."""
     files = rank_files(logs)
     if files is None:
         return None
-    answers = {answer([files[i] for i in order], library) for order in shuffled_orders(case_id, len(files))}
+    orders = shuffled_orders(case_id, len(files))
+    answers = {answer([files[i] for i in order], library, unlike) for order in orders}
     return len(answers) == 1
 
 
@@ -82,24 +87,27 @@ class Answer(NamedTuple):
     ranked: tuple[str, ...]  # the candidates' ids, best first
     likely: frozenset[str]  # those at `likely`
     rank: int | None  # the rank it names: a hang's suspect, else the first candidate's
+    lead: bool = False  # the first candidate is a lead from similar logs, not a signature's match
 
 
-def answer_of(logs: Sequence[tuple[str, bytes]], library: Library) -> Answer:
-    """What the library names for a case's logs (as one job)."""
+def answer_of(logs: Sequence[tuple[str, bytes]], library: Library, unlike: Collection[str] = ()) -> Answer:
+    """What the library names for a case's logs (as one job; `unlike`: its own thread, never its lead)."""
     named = [(name if len(logs) > 1 else None, data) for name, data in logs]
     try:
-        d = diagnose_many(named, library, threads=1)
+        d = diagnose_many(named, library, threads=1, unlike=unlike)
     except TraceloreError:
         return Answer((), frozenset(), None)
     rank = d.hang.rank if d.hang is not None else d.candidates[0].rank if d.candidates else None
-    return Answer(tuple(c.id for c in d.candidates), frozenset(c.id for c in d.candidates if c.band == "likely"), rank)
+    lead = bool(d.candidates) and d.candidates[0].basis == "neighbours"
+    likely = frozenset(c.id for c in d.candidates if c.band == "likely")
+    return Answer(tuple(c.id for c in d.candidates), likely, rank, lead)
 
 
 def first_sight_of(logs: Sequence[tuple[str, bytes]], library: Library, *, expected: str, today: date) -> FirstSight:
     """What the library says of a new case's logs, to be kept in the case for ever."""
     from app import __version__
 
-    ranked, likely, _ = answer_of(logs, library)
+    ranked, likely, _, lead = answer_of(logs, library)
     top = ranked[:FIRST_SIGHT_TOP]
     return FirstSight(
         added=today,
@@ -108,6 +116,7 @@ def first_sight_of(logs: Sequence[tuple[str, bytes]], library: Library, *, expec
         ranked=top,
         likely=tuple(i for i in top if i in likely),
         known=expected == "none" or expected in library.signatures,
+        lead=lead,
     )
 
 
@@ -118,14 +127,20 @@ def sight(case: Case) -> Sight | None:
     batch = case.spec.sampled.batch if case.spec.sampled is not None else None
     ecosystem = case.spec.sampled.ecosystem if case.spec.sampled is not None else None
     return Sight(
-        ranked=first.ranked, known=first.known, added=first.added.isoformat(), batch=batch, ecosystem=ecosystem
+        ranked=first.ranked,
+        known=first.known,
+        added=first.added.isoformat(),
+        batch=batch,
+        ecosystem=ecosystem,
+        lead=first.lead,
     )
 
 
 def run_case(case: Case, library: Library) -> Outcome:
     """Diagnose one case's logs as one job (each file read once)."""
     logs = case.read()
-    ranked, likely, rank = answer_of(logs, library)
+    unlike = (case.spec.source,)  # a case's own thread is no lead for it: the corpus measures unseen logs
+    ranked, likely, rank, lead = answer_of(logs, library, unlike)
     return Outcome(
         case=case.id,
         expected=case.spec.expected,
@@ -134,10 +149,11 @@ def run_case(case: Case, library: Library) -> Outcome:
         ranked=ranked,
         likely=likely,
         tags=case.spec.tags,
-        order_stable=order_stable(case.id, logs, library),
+        order_stable=order_stable(case.id, logs, library, unlike),
         first=sight(case),
         expected_rank=case.spec.rank,
         rank=rank,
+        lead=lead,
     )
 
 
@@ -195,7 +211,7 @@ def _figure_lines(report: Report, thresholds: Mapping[str, float]) -> list[str]:
 
     if len(report.parts) < 2:
         (scope,) = report.parts or (ESTABLISHED,)
-        return lines(report, None if scope == ESTABLISHED else scope)
+        return lines(report, None if scope == ESTABLISHED else scope) + _lead_lines(report)
     out = []
     for scope, part in report.parts.items():  # established, sampled, then each sampled batch under it
         batch = scope.partition(".")[2]
@@ -205,7 +221,18 @@ def _figure_lines(report: Report, thresholds: Mapping[str, float]) -> list[str]:
         out += [""]
     out += [f"the whole corpus: {report.cases} cases (no threshold)"]
     out += ["  " + f"{name:<17} {getattr(report, name)}" for name in FIGURES]
-    return out
+    return out + _lead_lines(report)
+
+
+def _lead_lines(report: Report) -> list[str]:
+    """How many failures got a lead rather than a signature's match, and how often it was right."""
+    if not report.leads.total and not report.healthy_leads.hits:
+        return []
+    return [
+        f"  first answer a lead (no signature recognised the log; the failure of the most similar"
+        f" other threads' logs): {report.leads.total}, right {report.leads}",
+        f"  healthy runs given a lead (possible, never likely): {report.healthy_leads}",
+    ]
 
 
 def _sight_lines(groups: Sequence[SightGroup]) -> list[str]:
@@ -219,9 +246,15 @@ def _sight_lines(groups: Sequence[SightGroup]) -> list[str]:
     ]
     for g in groups:
         out.append(f"  {g.label}: {g.cases} failed runs, class known for {g.coverage} then, {g.coverage_now} now")
-        out.append(f"    then  top-1 {g.then_top1}  top-3 {g.then_top3}  no candidate {g.then_none}")
-        out.append(f"    now   top-1 {g.now_top1}  top-3 {g.now_top3}  no candidate {g.now_none}")
+        then = f"top-1 {g.then_top1}  top-3 {g.then_top3}  no candidate {g.then_none}{_leads(g.then_leads)}"
+        now = f"top-1 {g.now_top1}  top-3 {g.now_top3}  no candidate {g.now_none}{_leads(g.now_leads)}"
+        out += [f"    then  {then}", f"    now   {now}"]
     return out
+
+
+def _leads(leads: Ratio) -> str:
+    """How many of the first answers were leads, and how many of those were right."""
+    return f"  (first answer a lead: {leads.total}, right {leads.hits})" if leads.total else ""
 
 
 def _coverage_lines(groups: Sequence[SightGroup]) -> list[str]:
@@ -243,8 +276,18 @@ def _sight_json(g: SightGroup) -> dict[str, Any]:
         "cases": g.cases,
         "known": g.known,
         "known_now": g.known_now,
-        "then": {"top1": ratio(g.then_top1), "top3": ratio(g.then_top3), "no_candidate": ratio(g.then_none)},
-        "now": {"top1": ratio(g.now_top1), "top3": ratio(g.now_top3), "no_candidate": ratio(g.now_none)},
+        "then": {
+            "top1": ratio(g.then_top1),
+            "top3": ratio(g.then_top3),
+            "no_candidate": ratio(g.then_none),
+            "leads": ratio(g.then_leads),
+        },
+        "now": {
+            "top1": ratio(g.now_top1),
+            "top3": ratio(g.now_top3),
+            "no_candidate": ratio(g.now_none),
+            "leads": ratio(g.now_leads),
+        },
     }
 
 
@@ -320,6 +363,8 @@ def render_json(report: Report, thresholds: Mapping[str, float]) -> str:
     body = {
         "cases": report.cases,
         "failures": report.failures,
+        "leads": {"hits": report.leads.hits, "total": report.leads.total},
+        "healthy_leads": {"hits": report.healthy_leads.hits, "total": report.healthy_leads.total},
         "figures": {
             name: {
                 "value": getattr(report, name).value,
@@ -363,7 +408,8 @@ def render_json(report: Report, thresholds: Mapping[str, float]) -> str:
         "tags": {t: {"value": r.value, "hits": r.hits, "total": r.total} for t, r in report.tags.items()},
         "below": report.below(thresholds),
         "outcomes": [
-            {"case": o.case, "expected": o.expected, "ranked": list(o.ranked), "ok": o.ok} for o in report.outcomes
+            {"case": o.case, "expected": o.expected, "ranked": list(o.ranked), "lead": o.lead, "ok": o.ok}
+            for o in report.outcomes
         ],
     }
     return json.dumps(body, indent=2) + "\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
 from app.core.engine.advice import setting_of
@@ -12,6 +12,7 @@ from app.core.engine.environment import VERSIONED, on_one_node, read_environment
 from app.core.engine.file_scan import FileScan
 from app.core.engine.hangs import hang_suspect
 from app.core.engine.job import arrange, picked_lines
+from app.core.engine.lead import neighbour_lead
 from app.core.engine.left_over import harmless, unexplained, unrecognised_start
 from app.core.engine.matcher import scan_file
 from app.core.engine.nccl_ranks import STATING, lend_nccl_ranks
@@ -91,18 +92,28 @@ def diagnose_many(
     threads: int = 2,
     written: datetime | None = None,
     progress: Progress | None = None,
+    unlike: Collection[str] = (),
 ) -> Diagnosis:
-    """Diagnose the logs of one job (e.g. one file per rank) as a whole (`progress`: as `scan_sources`)."""
+    """Diagnose the logs of one job (e.g. one file per rank) as a whole (`progress`: as `scan_sources`;
+    `unlike`: as `assemble`)."""
     scans = scan_sources(sources, library, redactor=redactor, threads=threads, progress=progress)
     if not any(s.bytes for s in scans) or all(s.blank for s in scans):
         raise EmptyLog("the log is empty: there is nothing to diagnose")
-    return assemble(scans, library, top=top, written=written)
+    return assemble(scans, library, top=top, written=written, unlike=unlike)
 
 
 def assemble(
-    scans: Sequence[FileScan], library: Library, *, top: int | None = None, written: datetime | None = None
+    scans: Sequence[FileScan],
+    library: Library,
+    *,
+    top: int | None = None,
+    written: datetime | None = None,
+    unlike: Collection[str] = (),
 ) -> Diagnosis:
-    """Rank what the scans found into a `Diagnosis` (`written`: when the logs were last written)."""
+    """Rank what the scans found into a `Diagnosis` (`written`: when the logs were last written).
+
+    `unlike`: sources whose corpus logs are not offered as a lead (a corpus case is not its own).
+    """
     scans = arrange(scans, written)
     lend_nccl_ranks(scans, [idx for idx in library.kinds["version"] if library.rules[idx][0].name in STATING])
     environment = read_environment(library, scans)
@@ -121,14 +132,18 @@ def assemble(
     # How far to trust each named signature: what the corpus measured, said where the decision is made.
     measured = library.measured
     candidates = [c.model_copy(update={"trust": measured[c.id].short()}) if c.id in measured else c for c in candidates]
+    unexplained_lines = unexplained(library, scans, (f.sig.id for f in found))
+    finished = ending is not None and ending.state == "completed"
+    start = with_similar(unrecognised_start(candidates, unexplained_lines, finished=finished), library)
+    if not candidates and top != 0 and start is not None:  # an error line nothing recognised
+        lead = neighbour_lead(scans, library, setting, unlike=unlike)
+        candidates = [lead] if lead is not None else candidates
     # Once arranged, times are all full or (no year anywhere in the job) all year-less.
     # The ends of each file and every line a pattern picked: a file's last chunk may be short.
     times = sorted(line.time for scan in scans for line in picked_lines(scan) if line.time is not None)
     ranks = sorted({e.rank for c in candidates for e in c.evidence if e.rank is not None})
     cut = {(s.index, h.line.no) for s in scans for ph in s.hits.values() for h in ph.first if h.line.cut}
     read = {(s.index, line.no): line for s in scans for line in picked_lines(s)}.values()
-    unexplained_lines = unexplained(library, scans, (f.sig.id for f in found))
-    finished = ending is not None and ending.state == "completed"
     # Its parts are validated models and new lists of them: validating them again would only
     # build Diagnosis's schema, which a text report never needs (JSON builds it when asked).
     # So is InputInfo: counts, names, and the times of lines validated already.
@@ -149,7 +164,7 @@ def assemble(
         ),
         candidates=candidates,
         unexplained=unexplained_lines,
-        unrecognised_start=with_similar(unrecognised_start(candidates, unexplained_lines, finished=finished), library),
+        unrecognised_start=start,
         hang=hang_suspect(candidates, scans, library),
         harmless=harmless(benign),
         ending=ending,

@@ -12,6 +12,7 @@ from app.core.faces import Home, lazy_names
 
 if TYPE_CHECKING:
     from app.core.knowledge.loading import MEASURED_FILE as MEASURED_FILE
+    from app.core.knowledge.loading import NEIGHBOURS_FILE as NEIGHBOURS_FILE
     from app.core.knowledge.loading import TAXONOMY_FILE as TAXONOMY_FILE
     from app.core.knowledge.parsing import parse_signature as parse_signature
     from app.core.knowledge.schema import Example as Example
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 HOMES: dict[str, Home] = {
     "MEASURED_FILE": "app.core.knowledge.loading",
+    "NEIGHBOURS_FILE": "app.core.knowledge.loading",
     "TAXONOMY_FILE": "app.core.knowledge.loading",
     "parse_signature": "app.core.knowledge.parsing",
     "Example": "app.core.knowledge.schema",
@@ -67,6 +69,7 @@ __all__ = [
     "Example",
     "FIGURES",
     "MEASURED_FILE",
+    "NEIGHBOURS_FILE",
     "Outcome",
     "Pattern",
     "PatternWindow",

@@ -25,6 +25,7 @@ from app.core.knowledge import builtin, model_state
 from app.core.knowledge.compiled import Compiled
 from app.core.knowledge.engines import SCAN, compile_loose, compile_re2, compile_text, scan_pattern
 from app.core.knowledge.measured import Measured
+from app.core.knowledge.neighbours import LazyNeighbours, NeighbourIndex
 from app.core.knowledge.parse_cache import ParseCache
 from app.core.knowledge.parsing import parse
 from app.core.knowledge.schema import Pattern, Signature
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 TAXONOMY_FILE = "taxonomy.yaml"  # the list of failure classes, beside the signature folders
 MEASURED_FILE = "measured.json"  # what `tracelore eval` measured per signature, beside them too
+NEIGHBOURS_FILE = "neighbours.json"  # the corpus's labelled logs, indexed (`tracelore corpus neighbours`)
 
 # context: a companion of a clue fingerprint, whose line is shown as the clue's evidence.
 PatternKind = Literal["fingerprint", "symptom", "near", "context", "exclude", "error", "progress", "version"]
@@ -66,6 +68,8 @@ class Library:
     paths: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
     # What the corpus measured per signature, for this very version of the library (else empty).
     measured: Mapping[str, Measured] = field(default_factory=lambda: MappingProxyType({}))
+    # The corpus's labelled logs, for a lead when nothing is recognised (read when first needed).
+    neighbours: LazyNeighbours = field(default_factory=LazyNeighbours, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.signatures)
@@ -336,7 +340,16 @@ def load_library(root: Path, *, cache: Path | None = None) -> Library:
             raise LibraryError(issues)
         library = build_library((s for _, s in loaded), paths={s.id: p for p, s in loaded}, version=version)
     measured = read_measured(root / MEASURED_FILE, library.version)
-    return dataclasses.replace(library, measured=MappingProxyType(measured)) if measured else library
+    neighbours = LazyNeighbours(functools.partial(read_neighbours, root / NEIGHBOURS_FILE))
+    return dataclasses.replace(library, measured=MappingProxyType(measured), neighbours=neighbours)
+
+
+def read_neighbours(path: Path) -> NeighbourIndex | None:
+    """The neighbour index beside a library; None when there is none or it cannot be read."""
+    try:
+        return NeighbourIndex.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def read_measured(path: Path, version: str) -> dict[str, Measured]:

@@ -36,6 +36,7 @@ class Outcome:
     first: Sight | None = None
     expected_rank: int | None = None  # the rank the label names (a hang: the rank waited for)
     rank: int | None = None  # the rank the diagnosis named
+    lead: bool = False  # the first candidate is a lead from similar logs, not a signature's match
 
     @property
     def healthy(self) -> bool:
@@ -100,6 +101,9 @@ class Report:
     outcomes: Sequence[Outcome] = ()
     # multi-rank cases whose per-rank files gave the same answer in every order
     order_independent: Ratio = Ratio(0, 0)
+    # failures whose first answer was a lead (nothing recognised; the failure of similar logs): right / offered
+    leads: Ratio = Ratio(0, 0)
+    healthy_leads: Ratio = Ratio(0, 0)  # healthy runs given a lead (a possible false alarm)
     rank_right: Ratio = Ratio(0, 0)  # failures whose label names a rank, named first on that rank
     # what the library said of each case when it was added (cases added since first sight was kept)
     first_sight: tuple[SightGroup, ...] = ()
@@ -190,8 +194,11 @@ def _score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: I
     with_echoes = [o for o in failures if o.collateral]
 
     measured: dict[str, Counter[str]] = defaultdict(Counter)
+    # What a signature's own patterns did: a lead (the failure of similar logs) is not its doing.
     for o in failures:
         measured[o.expected]["cases"] += 1
+        if o.lead:
+            continue
         if o.right:
             measured[o.expected]["recognised"] += 1
         elif o.top != NOTHING:
@@ -205,7 +212,8 @@ def _score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: I
     for o in failures:
         if o.first is not None and o.first.known:
             measured[o.expected]["first_sight_cases"] += 1
-            measured[o.expected]["first_sight_right"] += bool(o.first.ranked) and o.first.ranked[0] in o.accepted
+            right = bool(o.first.ranked) and o.first.ranked[0] in o.accepted and not o.first.lead
+            measured[o.expected]["first_sight_right"] += right
     for sig in known_ids:
         measured[sig]  # every signature gets a row, measured or not
     signatures = {
@@ -234,6 +242,8 @@ def _score(outcomes: Iterable[Outcome], *, layer_of: Mapping[str, str], known: I
         top3=_ratio(failures, lambda o: o.in_top3),
         collateral_order=_ratio(with_echoes, lambda o: o.collateral_ordered),
         healthy_clean=_ratio(healthy, lambda o: o.clean),
+        leads=_ratio([o for o in failures if o.lead], lambda o: o.right),
+        healthy_leads=_ratio(healthy, lambda o: o.lead),
         order_independent=_ratio([o for o in items if o.order_stable is not None], lambda o: bool(o.order_stable)),
         rank_right=_ratio(
             [o for o in failures if o.expected_rank is not None], lambda o: o.right and o.rank == o.expected_rank

@@ -37,6 +37,7 @@ class Sight:
     added: str  # ISO date
     batch: str | None = None
     ecosystem: str | None = None  # the project or ecosystem its sampling query was about
+    lead: bool = False  # the first candidate was a lead from similar logs, not a signature's match
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class SightGroup:
     now_top1: Ratio
     now_top3: Ratio
     now_none: Ratio
+    then_leads: Ratio = Ratio(0, 0)  # first answers that were leads: right / offered
+    now_leads: Ratio = Ratio(0, 0)
 
     @property
     def coverage(self) -> Ratio:
@@ -87,6 +90,10 @@ def sight_group(label: str, outcomes: Sequence[Outcome], known_ids: frozenset[st
     def none(_: Outcome, ranked: tuple[str, ...]) -> bool:
         return not ranked
 
+    def leads(lead: Callable[[Outcome], bool], ranked: Callable[[Outcome], tuple[str, ...]]) -> Ratio:
+        offered = [o for o in known if lead(o)]
+        return Ratio(sum(1 for o in offered if top1(o, ranked(o))), len(offered))
+
     return SightGroup(
         label=label,
         cases=len(seen),
@@ -98,6 +105,8 @@ def sight_group(label: str, outcomes: Sequence[Outcome], known_ids: frozenset[st
         now_top1=now(top1),
         now_top3=now(top3),
         now_none=now(none),
+        then_leads=leads(lambda o: o.first is not None and o.first.lead, lambda o: o.first.ranked if o.first else ()),
+        now_leads=leads(lambda o: o.lead, lambda o: o.ranked),
     )
 
 

@@ -146,11 +146,15 @@ def render_text(d: Diagnosis, *, base_url: str = "") -> str:
             out.append(f"  similar entries (worded like it, not matched): {similar}")
     for c in main:
         label = "INITIATING" if c.role == "initiating" else "ALSO FAILED"
+        if c.basis == "neighbours":
+            label = "LEAD (not recognised; like other logs)"
         out += [
             "",
             f"{label}: {c.title} [{c.id}]  {c.band}, confidence {c.confidence:.2f}",
             f"  at {_where(c)}",
         ]
+        if c.basis == "neighbours":
+            out.append(f"  why: {c.why}")
         out.append(f"  {c.summary}")
         if c.facts:
             out.append("  facts: " + ", ".join(f"{k}={v}" for k, v in c.facts.items()))
@@ -265,9 +269,14 @@ def render_markdown(d: Diagnosis, *, permalink: str | None = None, base_url: str
             out += ["Similar entries (worded like it, not matched): " + "; ".join(links), ""]
     for c in main:
         head = "Initiating failure" if c.role == "initiating" else "Also failed"
+        if c.basis == "neighbours":
+            head = "Lead (not recognised; like other logs)"
         title = f"[{c.title}]({base_url.rstrip('/')}{c.path})" if base_url else c.title
         out += [f"### {head}: {title} `{c.id}`", ""]
-        out += [f"**{c.band}** (confidence {c.confidence:.2f}) at {_where(c)}", "", c.summary, ""]
+        out += [f"**{c.band}** (confidence {c.confidence:.2f}) at {_where(c)}", ""]
+        if c.basis == "neighbours":
+            out += [f"A lead, not a match: {c.why}.", ""]
+        out += [c.summary, ""]
         if c.facts:
             out += ["| fact | value |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in c.facts.items()] + [""]
         if c.versions:

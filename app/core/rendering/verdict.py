@@ -50,6 +50,16 @@ def verdict(d: Diagnosis) -> str:
         said = "looks healthy" if d.ending.state == "completed" else "no error found"
         return f"Verdict: {said}: {ending_sentence(d.ending, several)}"
     first = main[0]
+    if first.basis == "neighbours":
+        start = d.unrecognised_start
+        said = "nothing is recognised"
+        if start is not None:
+            where = f"line {start.line}" + (f" on rank {start.rank}" if start.rank is not None else "")
+            said = f"the log's first error ({where}) is not one Tracelore knows"
+        return (
+            f"Verdict: no known failure found; {said}; logs like it in public threads were {first.title} "
+            f"({first.id}): a lead, not a match ({first.band}, confidence {first.confidence:.2f})."
+        )
     sentence = f"Verdict: {_first(first, several)}"
     echo_ranks = [r for e in echoes for r in (e.ranks or ([e.rank] if e.rank is not None else []))]
     others = [r for r in echo_ranks if r != first.rank]
