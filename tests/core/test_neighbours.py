@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,23 @@ def test_the_shipped_library_reads_its_index_only_when_it_needs_a_lead(signature
     assert not library.neighbours.loaded  # recognised: the index was never read
     diagnose(UNKNOWN, library)
     assert library.neighbours.get() is not None and len(library.neighbours.get().logs) > 1000
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ("[18:39:51.660] [error] training_manager.cpp:562  Training failed: widget arena exhausted", True),
+        ('time="2024-05-06T14:09:55Z" level=error msg="widget arena exhausted"', True),
+        ("error: widget arena exhausted while packing quux tensors", True),
+        ("ImportError: /opt/venv/lib/libwidget.so: undefined symbol: _ZN6widget5arenaEv", True),
+        ("Killed", True),
+        ("train.sh: line 12:  4242 Killed                  python train.py", True),
+        ("[info] errors seen so far: 0", False),
+        ("error_rate: 0.013 after epoch 3", False),
+        ("Killed 3 stale workers before the restart", False),
+    ],
+)
+def test_error_lines_of_other_forms_are_error_lines(library: Library, line: str, error: bool) -> None:
+    """C++ and Go loggers' lower-case levels, an "error:" prefix, the linker's and the shell's refusals."""
+    hits = [library.regexes[i] for i in library.kinds["error"] if re.search(library.regexes[i], line)]
+    assert bool(hits) is error, hits

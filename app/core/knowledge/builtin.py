@@ -164,6 +164,13 @@ PATTERNS: tuple[tuple[BuiltinKind, str, str], ...] = (
         r"\b(?:FATAL|Fatal error|fatal error|Segmentation fault|core dumped|Aborted)\b",
     ),
     ("error", "error_level", r"(?:^|[\s\[|])(?:ERROR|CRITICAL)(?:[\]|:\s]|$)"),
+    # Lower-case levels as C++ and Go loggers print them (spdlog's "[error]", logrus' "level=error"),
+    # and a line that begins with "error:" as compilers, pip and command-line tools print it.
+    ("error", "error_level_lower", r"(?:\[(?:error|fatal|critical)\]|\blevel=(?:error|fatal)\b)"),
+    ("error", "error_prefix", r"(?:^|[\]>|]\s)\s{0,8}(?:error|Error)(?:\[[\w-]{1,20}\])?: \S"),
+    # The dynamic linker's refusal, and the shell's report of a process killed by SIGKILL.
+    ("error", "undefined_symbol", r"\bundefined symbol: \S"),
+    ("error", "killed", r"^(?:\S{0,40}: line \d{1,6}: {1,2}\d{1,9} )?Killed(?: {2,}\S|\s*$)"),
     ("progress", "metric_dict", r"\{'(?:loss|train_loss|eval_loss)': "),
     ("progress", "step", r"(?i)\b(?:step|iteration|iter)[ :=]{1,8}\d{1,9}\b.{0,200}\bloss\b"),
     ("progress", "bar", r"\d%\|.{0,200}\| *\d{1,12}/\d{1,12} \["),
