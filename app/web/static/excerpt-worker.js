@@ -430,9 +430,38 @@ function matchesOne(text, id) {
   return false;
 }
 
-// A block of ASCII only is decoded as "latin1" (windows-1252; the same characters under
-// 0x80), whose text needs no search for its newlines: its offsets are the bytes'.
+// The block's lines of ASCII only are decoded as "latin1" (windows-1252; the same characters
+// under 0x80): one character per byte, so the text needs no search for its newlines.
 const asciiDecoder = new TextDecoder("latin1");
+// One text searched as a whole: its lines' ends (`ends`, when they are its offsets), where
+// each starts once escapes are removed, and the line holding an offset.
+function part(raw, ends, count) {
+  const hasEscapes = raw.includes("\x1b");
+  const searched = hasEscapes ? raw.replace(ansi, "") : raw; // as the rules judge it (escapes hold no newline)
+  const rawStops = ends || newlines(raw, "\n", raw.length);
+  const stops = hasEscapes ? newlines(searched, "\n", searched.length) : rawStops;
+  return {
+    raw,
+    searched,
+    hasEscapes,
+    count,
+    lowered: null, // the searched text in ASCII lower case, for patterns judged by their atoms alone
+    aligned: stops.length === count && rawStops.length === count,
+    rawLine: (i) => raw.slice(i ? rawStops[i - 1] + 1 : 0, rawStops[i]),
+    lineStart: (i) => (i ? stops[i - 1] + 1 : 0),
+    lineOf(at, from) {
+      let lo = from;
+      let hi = count;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (stops[mid] < at) lo = mid + 1;
+        else hi = mid;
+      }
+      return lo;
+    },
+  };
+}
+
 let scratch = new Uint8Array(0); // the block's copy, kept from block to block
 
 function work(buf) {
@@ -450,50 +479,101 @@ function work(buf) {
   // not see as the end of a text: they are tried with every pattern present.
   const long = [];
   for (let i = 0; i < count; i++) if (ends[i] - byteStart(i) > rules.line_bytes) long.push(i);
-  const ascii = wide.length === 0;
-  const raw = ascii ? asciiDecoder.decode(buf) : decoder.decode(buf);
-  // As the rules judge it, without escapes (they hold no newline, so the lines stay the same lines).
-  const hasEscapes = raw.includes("\x1b");
-  const searched = hasEscapes ? raw.replace(ansi, "") : raw;
-  const rawStops = ascii ? ends : newlines(raw, "\n", raw.length);
-  const stops = hasEscapes ? newlines(searched, "\n", searched.length) : rawStops; // line ends in the searched text
-  const aligned = stops.length === count && rawStops.length === count;
+  // The block's text in two parts, each searched as a whole. Its lines without a byte over
+  // 0x7f are one text of one character per byte (latin1: V8 keeps it one byte per character,
+  // which decodes and searches about twice as fast as the two bytes a UTF-8 text with any
+  // other character takes, and its offsets are the bytes'); in it the bytes over 0x7f of the
+  // other lines are made DEL, so that it stays one byte per character, and what is found on
+  // those lines is passed over. Those lines (a few in a hundred in a training log) are the
+  // second text, decoded as UTF-8, searched the same way.
+  const wideAt = new Int32Array(count).fill(-1); // per line: its index in the second text, or -1
+  const wideLines = [];
+  for (const i of wide) {
+    if (ends[i] - byteStart(i) > rules.line_bytes) continue; // long: tried with every pattern anyway
+    wideAt[i] = wideLines.length;
+    wideLines.push(i);
+  }
+  for (const i of wide) for (let b = byteStart(i); b < ends[i]; b++) if (copy[b] > 0x7f) copy[b] = 0x7f;
+  const big = part(asciiDecoder.decode(wide.length ? copy.subarray(0, n) : buf), ends, count);
+  let small = null;
+  if (wideLines.length) {
+    let total = 0;
+    for (const i of wideLines) total += ends[i] + 1 - byteStart(i);
+    const joined = new Uint8Array(total);
+    let at = 0;
+    for (const i of wideLines) {
+      joined.set(buf.subarray(byteStart(i), ends[i]), at);
+      at += ends[i] - byteStart(i);
+      joined[at++] = 10;
+    }
+    small = part(decoder.decode(joined), null, wideLines.length);
+  }
+  const aligned = big.aligned && (small === null || small.aligned);
   // Lines holding an escape: one inside an atom hides it from the byte pass, so they are
   // tried with each pattern present that is tried line by line.
   const escaped = [];
-  if (hasEscapes) {
+  if (big.hasEscapes) {
     let line = 0;
-    for (let at = raw.indexOf("\x1b"); at >= 0; at = raw.indexOf("\x1b", at + 1)) {
-      while (line < count && rawStops[line] < at) line++;
+    for (let at = big.raw.indexOf("\x1b"); at >= 0; at = big.raw.indexOf("\x1b", at + 1)) {
+      while (line < count && ends[line] < at) line++;
       if (escaped[escaped.length - 1] !== line) escaped.push(line);
     }
   }
-  const lineStart = (i) => (i ? stops[i - 1] + 1 : 0);
-  const lineOf = (at, from) => {
-    let lo = from;
-    let hi = count;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (stops[mid] < at) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  };
   const texts = new Map();
   const text = (i) => {
     let t = texts.get(i);
     if (t === undefined) {
       const start = byteStart(i);
       if (ends[i] - start > rules.line_bytes) t = decoder.decode(buf.subarray(start, start + rules.line_bytes));
-      else t = raw.slice(i ? rawStops[i - 1] + 1 : 0, rawStops[i]);
+      else if (wideAt[i] >= 0) t = small.rawLine(wideAt[i]);
+      else t = big.rawLine(i);
       texts.set(i, t);
     }
     return t;
   };
   const test = (i, id) => matchesOne(text(i), id);
-  let lowered = null; // the searched text in ASCII lower case, for patterns judged by their atoms alone
 
-  // The lines from `from` on where the pattern may match, in order: each one search of the
+  // The first line from `from` on where the pattern may match in one part, or its line count.
+  function nextIn(t, p, from) {
+    const all = wholeOf(p);
+    if (all) {
+      all.lastIndex = t.lineStart(from);
+      const m = all.exec(t.searched);
+      return m === null ? t.count : t.lineOf(m.index, from);
+    }
+    if (t.lowered === null) t.lowered = lowerAscii(t.searched);
+    let found = t.count;
+    for (const a of p.atoms) {
+      const at = t.lowered.indexOf(a, t.lineStart(from));
+      if (at >= 0) found = Math.min(found, t.lineOf(at, from));
+    }
+    return found;
+  }
+  // The same over the whole block: the first text's finding unless it is on a line of the
+  // second, and the second's.
+  function nextBig(p, from) {
+    let i = from;
+    for (;;) {
+      const found = nextIn(big, p, i);
+      if (found >= count || wideAt[found] < 0) return found;
+      i = found + 1;
+    }
+  }
+  function nextSmall(p, from) {
+    if (small === null) return count;
+    let lo = 0;
+    let hi = wideLines.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (wideLines[mid] < from) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo >= wideLines.length) return count;
+    const found = nextIn(small, p, lo);
+    return found >= wideLines.length ? count : wideLines[found];
+  }
+
+  // The lines from `from` on where the pattern may match, in order: each one search of a
   // text from the start of a line (a match reaching over a line end is found again from the
   // next line, so no line is skipped), merged with the long lines.
   const listed = new Map(); // pattern -> the lines its atoms are on (null: search the text)
@@ -516,20 +596,12 @@ function work(buf) {
       return;
     }
     let i = from;
+    let inBig = -1; // the next finding of each text, once searched
+    let inSmall = -1;
     while (i < count) {
-      let found = count;
-      const all = wholeOf(p);
-      if (all) {
-        all.lastIndex = lineStart(i);
-        const m = all.exec(searched);
-        if (m !== null) found = lineOf(m.index, i);
-      } else {
-        if (lowered === null) lowered = lowerAscii(searched);
-        for (const a of p.atoms) {
-          const at = lowered.indexOf(a, lineStart(i));
-          if (at >= 0) found = Math.min(found, lineOf(at, i));
-        }
-      }
+      if (inBig < i) inBig = nextBig(p, i);
+      if (inSmall < i) inSmall = nextSmall(p, i);
+      const found = Math.min(inBig, inSmall);
       while (k < long.length && long[k] < found) yield long[k++];
       if (found >= count) return;
       if (k < long.length && long[k] === found) k++;
