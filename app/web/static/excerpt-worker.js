@@ -34,8 +34,10 @@ for (let b = 0; b < 256; b++) FOLD[b] = b >= 65 && b <= 90 ? b + 32 : b;
 // sample of the first block a worker reads tells how often each occurs) is entered in a
 // table of word hashes (a bit per hash, 8 KB: it stays in the CPU's first cache), and the
 // atom is compared only where a word's hash is set. An atom of three to six bytes covers a
-// whole two-byte half of a word: the same with a table of halves. So a block costs a load,
-// a hash and three tests per four bytes rather than a hash per byte. The same pass finds the
+// whole two-byte half of a word: a table of halves says where to look, and since two bytes
+// tell little (`00` of `100%` is on every line of a training log), a table of the three bytes
+// there or one to the left says whether to compare. So a block costs a load, a hash and
+// three tests per four bytes rather than a hash per byte. The same pass finds the
 // newlines and the lines holding bytes over 0x7f. An atom found on many lines of a block is
 // looked for no more in it (its patterns search the block's text instead): a hash whose
 // atoms are all so is cleared from the block's table.
@@ -48,24 +50,29 @@ const DENSE_BYTES = 1024;
 const DENSE_MIN = 48;
 const LOOSE4 = 0x20202020;
 const LOOSE2 = 0x2020;
+const LOOSE3 = 0x202020;
 const HIGH = 0x80808080 | 0; // bit 7 of each byte
 const GOLDEN = 0x9e3779b1 | 0;
 const hashWord = (x) => Math.imul(x | LOOSE4, GOLDEN) >>> (32 - WORD_BITS);
+const hashThree = (x) => Math.imul(x | LOOSE3, GOLDEN) >>> (32 - WORD_BITS); // x: three bytes
 // A block's words are read little-endian (the pieces' keys are made so): on a big-endian
 // machine the block's copy is turned around first.
 const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const swapped = (x) => ((x & 0xff) << 24) | ((x & 0xff00) << 8) | ((x >>> 8) & 0xff00) | (x >>> 24);
 const wordAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24);
 const halfAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8);
+const threeAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16);
 let atomPatterns = null; // the patterns with atoms, until the first block comes
 
 function pieceCounts(block) {
   const buf = block.subarray(0, 128 << 10); // a sample ranks the pieces well enough, and costs little before the code is optimised
   const words = new Int32Array(1 << WORD_BITS);
   const halves = new Int32Array(1 << 16);
+  const threes = new Int32Array(1 << WORD_BITS);
   for (let i = 0; i + 4 <= buf.length; i++) words[hashWord(wordAt(buf, i))]++;
   for (let i = 0; i + 2 <= buf.length; i++) halves[(halfAt(buf, i) | LOOSE2) & 0xffff]++;
-  return { words, halves };
+  for (let i = 0; i + 3 <= buf.length; i++) threes[hashThree(threeAt(buf, i))]++;
+  return { words, halves, threes };
 }
 
 function buildGrams(patterns, counts) {
@@ -87,6 +94,7 @@ function buildGrams(patterns, counts) {
   }
   const words = new Map(); // word hash -> [atom, offset, ...]
   const halves = new Map(); // half -> [atom, offset, ...]
+  const threes = new Map(); // hash of three bytes -> [atom, offset, ...]
   const homes = bytes.map(() => []); // per atom: its entries, [table, key] pairs
   const short = []; // atoms of fewer than three bytes (none are published): compared everywhere
   const enter = (table, key, k, off) => {
@@ -94,7 +102,7 @@ function buildGrams(patterns, counts) {
     const list = table.get(key);
     if (list.some((v, j) => j % 2 === 0 && v === k)) return; // one entry per atom and key
     list.push(k, off);
-    homes[k].push(table === words ? 0 : 1, key);
+    homes[k].push(table === words ? 0 : table === halves ? 1 : 2, key);
   };
   bytes.forEach((atom, k) => {
     if (atom.length < 3) {
@@ -110,6 +118,12 @@ function buildGrams(patterns, counts) {
       let best = r;
       for (let off = r + step; off + span <= atom.length; off += step) if (count[keyAt(off)] < count[keyAt(best)]) best = off;
       enter(wide ? words : halves, keyAt(best), k, best);
+      if (wide) continue;
+      // The three bytes compared at that half: itself and the byte after or the one before.
+      const right = best + 3 <= atom.length ? hashThree(threeAt(atom, best)) : -1;
+      const left = best >= 1 ? hashThree(threeAt(atom, best - 1)) : -1;
+      if (left < 0 || (right >= 0 && counts.threes[right] <= counts.threes[left])) enter(threes, right, k, best);
+      else enter(threes, left, k, best - 1);
     }
   });
   const table = (map, size) => {
@@ -137,6 +151,7 @@ function buildGrams(patterns, counts) {
     atomsOf,
     words: table(words, 1 << WORD_BITS),
     halves: table(halves, 1 << 16),
+    threes: table(threes, 1 << WORD_BITS),
     short,
   };
 }
@@ -166,20 +181,34 @@ function check(state, list, pos, line) {
         const key = home[h + 1];
         if (home[h] === 0) {
           if (--state.wordLeft[key] === 0) state.wordBits[key >>> 5] &= ~(1 << (key & 31));
-        } else if (--state.halfLeft[key] === 0) state.halfBits[key >>> 5] &= ~(1 << (key & 31));
+        } else if (home[h] === 1) {
+          if (--state.halfLeft[key] === 0) state.halfBits[key >>> 5] &= ~(1 << (key & 31));
+        } else if (--state.threeLeft[key] === 0) state.threeBits[key >>> 5] &= ~(1 << (key & 31));
       }
     }
   }
 }
 
+// A half of a word set in the table of halves, at `pos`: the atoms entered by the three bytes
+// from `pos - 1` (`left`) or from `pos` (`right`) are compared.
+function atHalf(state, left, right, pos, line) {
+  const bits = state.threeBits;
+  const l = hashThree(left);
+  if ((bits[l >>> 5] & (1 << (l & 31))) !== 0) check(state, grams.threes.lists[l], pos - 1, line);
+  const r = hashThree(right);
+  if ((bits[r >>> 5] & (1 << (r & 31))) !== 0) check(state, grams.threes.lists[r], pos, line);
+}
+
 // The pass itself, apart: a small function the engine optimises once for every block.
+// `words` has one word of zeros after the block's.
 function scanWords(state, words, ends, wide) {
   const { buf, wordBits, halfBits } = state;
   const wordLists = grams.words.lists;
-  const halfLists = grams.halves.lists;
   const n = buf.length;
+  const last = words.length - 1;
   let line = 0; // newlines before the word
-  for (let w = 0; w < words.length; w++) {
+  let before = 0; // the word before
+  for (let w = 0; w < last; w++, before = words[w - 1]) {
     const x = words[w];
     const y = x ^ 0x0a0a0a0a;
     if (((y - 0x01010101) & ~y & HIGH) === 0) {
@@ -188,9 +217,9 @@ function scanWords(state, words, ends, wide) {
       const h = Math.imul(x | LOOSE4, GOLDEN) >>> (32 - WORD_BITS);
       if ((wordBits[h >>> 5] & (1 << (h & 31))) !== 0) check(state, wordLists[h], w << 2, line);
       const lo = (x | LOOSE2) & 0xffff;
-      if ((halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) check(state, halfLists[lo], w << 2, line);
+      if ((halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) atHalf(state, (before >>> 24) | ((x & 0xffff) << 8), x & 0xffffff, w << 2, line);
       const hi = ((x >>> 16) | LOOSE2) & 0xffff;
-      if ((halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) check(state, halfLists[hi], (w << 2) + 2, line);
+      if ((halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) atHalf(state, (x >>> 8) & 0xffffff, (x >>> 16) | ((words[w + 1] & 0xff) << 16), (w << 2) + 2, line);
       continue;
     }
     // A word with a newline: byte by byte; only its halves without one can be in an atom.
@@ -206,9 +235,13 @@ function scanWords(state, words, ends, wide) {
       } else if (b > 0x7f && (wide.length === 0 || wide[wide.length - 1] !== line)) wide.push(line);
     }
     const lo = (x | LOOSE2) & 0xffff;
-    if (lineOfHalf[0] >= 0 && (halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) check(state, halfLists[lo], pos, lineOfHalf[0]);
+    if (lineOfHalf[0] >= 0 && (halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) {
+      atHalf(state, (before >>> 24) | ((x & 0xffff) << 8), x & 0xffffff, pos, lineOfHalf[0]);
+    }
     const hi = ((x >>> 16) | LOOSE2) & 0xffff;
-    if (lineOfHalf[1] >= 0 && (halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) check(state, halfLists[hi], pos + 2, lineOfHalf[1]);
+    if (lineOfHalf[1] >= 0 && (halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) {
+      atHalf(state, (x >>> 8) & 0xffffff, (x >>> 16) | ((words[w + 1] & 0xff) << 16), pos + 2, lineOfHalf[1]);
+    }
   }
 }
 
@@ -222,6 +255,8 @@ function scanBlock(buf, copy) {
   const halfBits = grams.halves.bitmap.slice();
   const wordLeft = grams.words.sizes.slice(); // per key: its atoms still recorded line by line
   const halfLeft = grams.halves.sizes.slice();
+  const threeBits = grams.threes.bitmap.slice();
+  const threeLeft = grams.threes.sizes.slice();
   const lines = bytes.map(() => null); // per atom: the lines holding it, or null
   const dense = new Uint8Array(bytes.length); // atoms on too many lines to list: their patterns search the text
   const ends = [];
@@ -229,8 +264,8 @@ function scanBlock(buf, copy) {
   const n = buf.length;
   const denseAt = Math.max(DENSE_MIN, Math.floor(n / DENSE_BYTES));
   const lastLine = new Int32Array(bytes.length).fill(-1); // per atom: the last line listed
-  const state = { buf, bytes, homes, lines, dense, lastLine, denseAt, wordBits, halfBits, wordLeft, halfLeft };
-  const words = new Int32Array(copy.buffer, 0, (n + 3) >>> 2); // signed: small integers to the engine
+  const state = { buf, bytes, homes, lines, dense, lastLine, denseAt, wordBits, halfBits, threeBits, wordLeft, halfLeft, threeLeft };
+  const words = new Int32Array(copy.buffer, 0, ((n + 3) >>> 2) + 1); // and a word of zeros; signed: small integers to the engine
   if (!LITTLE) for (let w = 0; w < words.length; w++) words[w] = swapped(words[w]); // read as little-endian
   scanWords(state, words, ends, wide);
   if (n && buf[n - 1] !== 10) ends.push(n); // a last line without a newline
