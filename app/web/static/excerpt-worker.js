@@ -63,6 +63,15 @@ const wordAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] 
 const halfAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8);
 const threeAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16);
 let atomPatterns = null; // the patterns with atoms, until the first block comes
+// An atom on many lines of one block is on many lines of the next, in most logs: listing its
+// first lines again in every block (a thousand per block for each of `loss`, `info`,
+// `grad_norm`, ... in a training log) cost most of the comparisons. So the atoms found dense
+// in a worker's last block start the next one as dense (their patterns search the text, which
+// finds the same lines), except every RECOUNT-th block, which counts afresh: an atom that
+// became rare is listed again from there.
+const RECOUNT = 8;
+let lastDense = null;
+let blocksScanned = 0;
 
 function pieceCounts(block) {
   const buf = block.subarray(0, 128 << 10); // a sample ranks the pieces well enough, and costs little before the code is optimised
@@ -174,18 +183,22 @@ function check(state, list, pos, line) {
     if (at === null) at = lines[atom] = [];
     lastLine[atom] = line;
     at.push(line);
-    if (at.length >= state.denseAt) {
-      dense[atom] = 1;
-      const home = state.homes[atom];
-      for (let h = 0; h < home.length; h += 2) {
-        const key = home[h + 1];
-        if (home[h] === 0) {
-          if (--state.wordLeft[key] === 0) state.wordBits[key >>> 5] &= ~(1 << (key & 31));
-        } else if (home[h] === 1) {
-          if (--state.halfLeft[key] === 0) state.halfBits[key >>> 5] &= ~(1 << (key & 31));
-        } else if (--state.threeLeft[key] === 0) state.threeBits[key >>> 5] &= ~(1 << (key & 31));
-      }
-    }
+    if (at.length >= state.denseAt) markDense(state, atom);
+  }
+}
+
+// An atom on too many lines of the block to list: its patterns search the text, and a table
+// entry whose atoms are all so is cleared.
+function markDense(state, atom) {
+  state.dense[atom] = 1;
+  const home = state.homes[atom];
+  for (let h = 0; h < home.length; h += 2) {
+    const key = home[h + 1];
+    if (home[h] === 0) {
+      if (--state.wordLeft[key] === 0) state.wordBits[key >>> 5] &= ~(1 << (key & 31));
+    } else if (home[h] === 1) {
+      if (--state.halfLeft[key] === 0) state.halfBits[key >>> 5] &= ~(1 << (key & 31));
+    } else if (--state.threeLeft[key] === 0) state.threeBits[key >>> 5] &= ~(1 << (key & 31));
   }
 }
 
@@ -265,6 +278,8 @@ function scanBlock(buf, copy) {
   const denseAt = Math.max(DENSE_MIN, Math.floor(n / DENSE_BYTES));
   const lastLine = new Int32Array(bytes.length).fill(-1); // per atom: the last line listed
   const state = { buf, bytes, homes, lines, dense, lastLine, denseAt, wordBits, halfBits, threeBits, wordLeft, halfLeft, threeLeft };
+  if (lastDense !== null && blocksScanned % RECOUNT !== 0) for (let k = 0; k < bytes.length; k++) if (lastDense[k]) markDense(state, k);
+  blocksScanned++;
   const words = new Int32Array(copy.buffer, 0, ((n + 3) >>> 2) + 1); // and a word of zeros; signed: small integers to the engine
   if (!LITTLE) for (let w = 0; w < words.length; w++) words[w] = swapped(words[w]); // read as little-endian
   scanWords(state, words, ends, wide);
@@ -273,6 +288,7 @@ function scanBlock(buf, copy) {
     const text = lowerAscii(decoder.decode(buf));
     for (const atom of short) if (text.includes(new TextDecoder().decode(bytes[atom]))) dense[atom] = 1;
   }
+  lastDense = dense;
   const on = new Uint8Array(patternCount);
   for (let k = 0; k < bytes.length; k++) if (lines[k] !== null || dense[k]) for (const id of owners[k]) on[id] = 1;
   for (const id of always) on[id] = 1;
@@ -750,6 +766,8 @@ onmessage = (event) => {
     always = usable.filter((p) => !p.atoms).map((p) => p.id);
     atomPatterns = usable.filter((p) => p.atoms);
     grams = null;
+    lastDense = null;
+    blocksScanned = 0;
     return;
   }
   if (message.capped) {
