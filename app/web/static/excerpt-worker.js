@@ -485,133 +485,164 @@ function matchesOne(text, id) {
 // under 0x80): one character per byte, so the text needs no search for its newlines.
 const asciiDecoder = new TextDecoder("latin1");
 // One text searched as a whole: its lines' ends (`ends`, when they are its offsets), where
-// each starts once escapes are removed, and the line holding an offset.
-function part(raw, ends, count) {
-  const hasEscapes = raw.includes("\x1b");
-  const searched = hasEscapes ? raw.replace(ansi, "") : raw; // as the rules judge it (escapes hold no newline)
-  const rawStops = ends || newlines(raw, "\n", raw.length);
-  const stops = hasEscapes ? newlines(searched, "\n", searched.length) : rawStops;
-  return {
-    raw,
-    searched,
-    hasEscapes,
-    count,
-    lowered: null, // the searched text in ASCII lower case, for patterns judged by their atoms alone
-    aligned: stops.length === count && rawStops.length === count,
-    rawLine: (i) => raw.slice(i ? rawStops[i - 1] + 1 : 0, rawStops[i]),
-    lineStart: (i) => (i ? stops[i - 1] + 1 : 0),
-    lineOf(at, from) {
-      let lo = from;
-      let hi = count;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (stops[mid] < at) lo = mid + 1;
-        else hi = mid;
-      }
-      return lo;
-    },
-  };
+// each starts once escapes are removed, and the line holding an offset. Classes here and
+// below, not closures made per block: the engine's optimised code calls the same functions
+// from block to block instead of being thrown away at each new block's closures and
+// compiled again (that recompiling took a fifth of the page's CPU).
+class Part {
+  constructor(raw, ends, count) {
+    this.raw = raw;
+    this.hasEscapes = raw.includes("\x1b");
+    this.searched = this.hasEscapes ? raw.replace(ansi, "") : raw; // as the rules judge it (escapes hold no newline)
+    this.rawStops = ends || newlines(raw, "\n", raw.length);
+    this.stops = this.hasEscapes ? newlines(this.searched, "\n", this.searched.length) : this.rawStops;
+    this.count = count;
+    this.lowered = null; // the searched text in ASCII lower case, for patterns judged by their atoms alone
+    this.aligned = this.stops.length === count && this.rawStops.length === count;
+  }
+
+  rawLine(i) {
+    return this.raw.slice(i ? this.rawStops[i - 1] + 1 : 0, this.rawStops[i]);
+  }
+
+  lineStart(i) {
+    return i ? this.stops[i - 1] + 1 : 0;
+  }
+
+  lineOf(at, from) {
+    const stops = this.stops;
+    let lo = from;
+    let hi = this.count;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (stops[mid] < at) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  // The first line from `from` on where the pattern may match, or the line count.
+  next(p, from) {
+    const all = wholeOf(p);
+    if (all) {
+      all.lastIndex = this.lineStart(from);
+      const m = all.exec(this.searched);
+      return m === null ? this.count : this.lineOf(m.index, from);
+    }
+    if (this.lowered === null) this.lowered = lowerAscii(this.searched);
+    let found = this.count;
+    for (const a of p.atoms) {
+      const at = this.lowered.indexOf(a, this.lineStart(from));
+      if (at >= 0) found = Math.min(found, this.lineOf(at, from));
+    }
+    return found;
+  }
 }
 
 let scratch = new Uint8Array(0); // the block's copy, kept from block to block
 
-function work(buf) {
-  const n = buf.length;
-  const size = (((n + 3) >>> 2) << 2) + 4; // whole words, zeros after the block
-  if (scratch.length < size) scratch = new Uint8Array(size + (size >>> 3));
-  const copy = scratch.subarray(0, size);
-  copy.set(buf);
-  copy.fill(0, n);
-  const scan = scanBlock(buf, copy);
-  const { ends, on, wide } = scan; // the page's line ends (in bytes), the patterns present
-  const count = ends.length;
-  const byteStart = (i) => (i ? ends[i - 1] + 1 : 0);
-  // Lines over line_bytes are judged on their start, which a search of the whole line does
-  // not see as the end of a text: they are tried with every pattern present.
-  const long = [];
-  for (let i = 0; i < count; i++) if (ends[i] - byteStart(i) > rules.line_bytes) long.push(i);
-  // The block's text in two parts, each searched as a whole. Its lines without a byte over
-  // 0x7f are one text of one character per byte (latin1: V8 keeps it one byte per character,
-  // which decodes and searches about twice as fast as the two bytes a UTF-8 text with any
-  // other character takes, and its offsets are the bytes'); in it the bytes over 0x7f of the
-  // other lines are made DEL, so that it stays one byte per character, and what is found on
-  // those lines is passed over. Those lines (a few in a hundred in a training log) are the
-  // second text, decoded as UTF-8, searched the same way.
-  const wideAt = new Int32Array(count).fill(-1); // per line: its index in the second text, or -1
-  const wideLines = [];
-  for (const i of wide) {
-    if (ends[i] - byteStart(i) > rules.line_bytes) continue; // long: tried with every pattern anyway
-    wideAt[i] = wideLines.length;
-    wideLines.push(i);
-  }
-  for (const i of wide) for (let b = byteStart(i); b < ends[i]; b++) if (copy[b] > 0x7f) copy[b] = 0x7f;
-  const big = part(asciiDecoder.decode(wide.length ? copy.subarray(0, n) : buf), ends, count);
-  let small = null;
-  if (wideLines.length) {
-    let total = 0;
-    for (const i of wideLines) total += ends[i] + 1 - byteStart(i);
-    const joined = new Uint8Array(total);
-    let at = 0;
-    for (const i of wideLines) {
-      joined.set(buf.subarray(byteStart(i), ends[i]), at);
-      at += ends[i] - byteStart(i);
-      joined[at++] = 10;
+const byteStart = (ends, i) => (i ? ends[i - 1] + 1 : 0);
+
+// A block being answered: its lines, its text and where each pattern may match.
+class Block {
+  constructor(buf) {
+    const n = buf.length;
+    const size = (((n + 3) >>> 2) << 2) + 4; // whole words, zeros after the block
+    if (scratch.length < size) scratch = new Uint8Array(size + (size >>> 3));
+    const copy = scratch.subarray(0, size);
+    copy.set(buf);
+    copy.fill(0, n);
+    const scan = scanBlock(buf, copy);
+    const { ends, wide } = scan; // the page's line ends (in bytes)
+    const count = ends.length;
+    this.buf = buf;
+    this.scan = scan;
+    this.ends = ends;
+    this.count = count;
+    // Lines over line_bytes are judged on their start, which a search of the whole line does
+    // not see as the end of a text: they are tried with every pattern present.
+    const long = [];
+    for (let i = 0; i < count; i++) if (ends[i] - byteStart(ends, i) > rules.line_bytes) long.push(i);
+    this.long = long;
+    // The block's text in two parts, each searched as a whole. Its lines without a byte over
+    // 0x7f are one text of one character per byte (latin1: V8 keeps it one byte per character,
+    // which decodes and searches about twice as fast as the two bytes a UTF-8 text with any
+    // other character takes, and its offsets are the bytes'); in it the bytes over 0x7f of the
+    // other lines are made DEL, so that it stays one byte per character, and what is found on
+    // those lines is passed over. Those lines (a few in a hundred in a training log) are the
+    // second text, decoded as UTF-8, searched the same way.
+    const wideAt = new Int32Array(count).fill(-1); // per line: its index in the second text, or -1
+    const wideLines = [];
+    for (const i of wide) {
+      if (ends[i] - byteStart(ends, i) > rules.line_bytes) continue; // long: tried with every pattern anyway
+      wideAt[i] = wideLines.length;
+      wideLines.push(i);
     }
-    small = part(decoder.decode(joined), null, wideLines.length);
-  }
-  const aligned = big.aligned && (small === null || small.aligned);
-  // Lines holding an escape: one inside an atom hides it from the byte pass, so they are
-  // tried with each pattern present that is tried line by line.
-  const escaped = [];
-  if (big.hasEscapes) {
-    let line = 0;
-    for (let at = big.raw.indexOf("\x1b"); at >= 0; at = big.raw.indexOf("\x1b", at + 1)) {
-      while (line < count && ends[line] < at) line++;
-      if (escaped[escaped.length - 1] !== line) escaped.push(line);
+    for (const i of wide) for (let b = byteStart(ends, i); b < ends[i]; b++) if (copy[b] > 0x7f) copy[b] = 0x7f;
+    this.wideAt = wideAt;
+    this.wideLines = wideLines;
+    this.big = new Part(asciiDecoder.decode(wide.length ? copy.subarray(0, n) : buf), ends, count);
+    this.small = null;
+    if (wideLines.length) {
+      let total = 0;
+      for (const i of wideLines) total += ends[i] + 1 - byteStart(ends, i);
+      const joined = new Uint8Array(total);
+      let at = 0;
+      for (const i of wideLines) {
+        joined.set(buf.subarray(byteStart(ends, i), ends[i]), at);
+        at += ends[i] - byteStart(ends, i);
+        joined[at++] = 10;
+      }
+      this.small = new Part(decoder.decode(joined), null, wideLines.length);
     }
+    this.aligned = this.big.aligned && (this.small === null || this.small.aligned);
+    // Lines holding an escape: one inside an atom hides it from the byte pass, so they are
+    // tried with each pattern present that is tried line by line.
+    const escaped = [];
+    if (this.big.hasEscapes) {
+      const raw = this.big.raw;
+      let line = 0;
+      for (let at = raw.indexOf("\x1b"); at >= 0; at = raw.indexOf("\x1b", at + 1)) {
+        while (line < count && ends[line] < at) line++;
+        if (escaped[escaped.length - 1] !== line) escaped.push(line);
+      }
+    }
+    this.escaped = escaped;
+    this.texts = new Map();
+    this.listed = new Map(); // pattern -> the lines its atoms are on (null: search the text)
   }
-  const texts = new Map();
-  const text = (i) => {
-    let t = texts.get(i);
+
+  text(i) {
+    let t = this.texts.get(i);
     if (t === undefined) {
-      const start = byteStart(i);
-      if (ends[i] - start > rules.line_bytes) t = decoder.decode(buf.subarray(start, start + rules.line_bytes));
-      else if (wideAt[i] >= 0) t = small.rawLine(wideAt[i]);
-      else t = big.rawLine(i);
-      texts.set(i, t);
+      const start = byteStart(this.ends, i);
+      if (this.ends[i] - start > rules.line_bytes) t = decoder.decode(this.buf.subarray(start, start + rules.line_bytes));
+      else if (this.wideAt[i] >= 0) t = this.small.rawLine(this.wideAt[i]);
+      else t = this.big.rawLine(i);
+      this.texts.set(i, t);
     }
     return t;
-  };
-  const test = (i, id) => matchesOne(text(i), id);
-
-  // The first line from `from` on where the pattern may match in one part, or its line count.
-  function nextIn(t, p, from) {
-    const all = wholeOf(p);
-    if (all) {
-      all.lastIndex = t.lineStart(from);
-      const m = all.exec(t.searched);
-      return m === null ? t.count : t.lineOf(m.index, from);
-    }
-    if (t.lowered === null) t.lowered = lowerAscii(t.searched);
-    let found = t.count;
-    for (const a of p.atoms) {
-      const at = t.lowered.indexOf(a, t.lineStart(from));
-      if (at >= 0) found = Math.min(found, t.lineOf(at, from));
-    }
-    return found;
   }
-  // The same over the whole block: the first text's finding unless it is on a line of the
-  // second, and the second's.
-  function nextBig(p, from) {
+
+  test(i, id) {
+    return matchesOne(this.text(i), id);
+  }
+
+  // The first line from `from` on where the first text finds the pattern, unless it is on a
+  // line of the second.
+  nextBig(p, from) {
     let i = from;
     for (;;) {
-      const found = nextIn(big, p, i);
-      if (found >= count || wideAt[found] < 0) return found;
+      const found = this.big.next(p, i);
+      if (found >= this.count || this.wideAt[found] < 0) return found;
       i = found + 1;
     }
   }
-  function nextSmall(p, from) {
-    if (small === null) return count;
+
+  // The same in the second text.
+  nextSmall(p, from) {
+    const wideLines = this.wideLines;
+    if (this.small === null) return this.count;
     let lo = 0;
     let hi = wideLines.length;
     while (lo < hi) {
@@ -619,22 +650,22 @@ function work(buf) {
       if (wideLines[mid] < from) lo = mid + 1;
       else hi = mid;
     }
-    if (lo >= wideLines.length) return count;
-    const found = nextIn(small, p, lo);
-    return found >= wideLines.length ? count : wideLines[found];
+    if (lo >= wideLines.length) return this.count;
+    const found = this.small.next(p, lo);
+    return found >= wideLines.length ? this.count : wideLines[found];
   }
 
   // The lines from `from` on where the pattern may match, in order: each one search of a
   // text from the start of a line (a match reaching over a line end is found again from the
   // next line, so no line is skipped), merged with the long lines.
-  const listed = new Map(); // pattern -> the lines its atoms are on (null: search the text)
-  function* candidates(id, from) {
+  *candidates(id, from) {
     const p = patterns[id];
-    if (!listed.has(id)) {
-      const few = atomLines(id, scan);
-      listed.set(id, few !== null && escaped.length ? merged(few, escaped) : few);
+    const { count, long } = this;
+    if (!this.listed.has(id)) {
+      const few = atomLines(id, this.scan);
+      this.listed.set(id, few !== null && this.escaped.length ? merged(few, this.escaped) : few);
     }
-    const few = listed.get(id);
+    const few = this.listed.get(id);
     if (few !== null) {
       // Its atoms are on a few lines only (a line it matches holds one of them).
       for (const i of few) if (i >= from) yield i;
@@ -642,7 +673,7 @@ function work(buf) {
     }
     let k = 0;
     while (k < long.length && long[k] < from) k++;
-    if (!aligned) {
+    if (!this.aligned) {
       for (let i = from; i < count; i++) yield i; // every line, judged one by one
       return;
     }
@@ -650,8 +681,8 @@ function work(buf) {
     let inBig = -1; // the next finding of each text, once searched
     let inSmall = -1;
     while (i < count) {
-      if (inBig < i) inBig = nextBig(p, i);
-      if (inSmall < i) inSmall = nextSmall(p, i);
+      if (inBig < i) inBig = this.nextBig(p, i);
+      if (inSmall < i) inSmall = this.nextSmall(p, i);
       const found = Math.min(inBig, inSmall);
       while (k < long.length && long[k] < found) yield long[k++];
       if (found >= count) return;
@@ -663,18 +694,23 @@ function work(buf) {
 
   // The last line from `from` on that the pattern matches, or -1: first among the last lines
   // (a frequent pattern's last match is near the end), else along the rest of the block.
-  function lastMatch(id, from) {
-    const tailFrom = Math.max(from, count - 64);
+  lastMatch(id, from) {
+    const tailFrom = Math.max(from, this.count - 64);
     let last = -1;
-    for (const i of candidates(id, tailFrom)) if (test(i, id)) last = i;
+    for (const i of this.candidates(id, tailFrom)) if (this.test(i, id)) last = i;
     if (last >= 0 || tailFrom === from) return last;
-    for (const i of candidates(id, from)) {
+    for (const i of this.candidates(id, from)) {
       if (i >= tailFrom) break;
-      if (test(i, id)) last = i;
+      if (this.test(i, id)) last = i;
     }
     return last;
   }
+}
 
+function work(buf) {
+  const block = new Block(buf);
+  const { count, ends } = block;
+  const on = block.scan.on; // the patterns present
   // Per pattern: its first matches (at most per_pattern) and its last.
   const matchIds = [];
   const matchOffsets = [0];
@@ -685,9 +721,9 @@ function work(buf) {
     const first = [];
     let from = 0;
     if (!capped.has(id)) {
-      for (const i of candidates(id, 0)) {
+      for (const i of block.candidates(id, 0)) {
         from = i + 1;
-        if (test(i, id)) {
+        if (block.test(i, id)) {
           first.push(i);
           if (first.length >= rules.per_pattern) break;
         }
@@ -696,7 +732,7 @@ function work(buf) {
     }
     let last = first.length ? first[first.length - 1] : -1;
     if (from < count) {
-      const later = lastMatch(id, from);
+      const later = block.lastMatch(id, from);
       if (later >= 0) last = later;
     }
     if (last < 0) continue;
@@ -715,14 +751,14 @@ function work(buf) {
       const lo = Math.max(0, hi - size);
       const lines = new Set();
       for (const id of shown) {
-        for (const i of candidates(id, lo)) {
+        for (const i of block.candidates(id, lo)) {
           if (i >= hi) break;
           lines.add(i);
         }
       }
       const sorted = [...lines].sort((a, b) => b - a);
       for (const i of sorted) {
-        if (shown.some((id) => test(i, id))) {
+        if (shown.some((id) => block.test(i, id))) {
           progress.push(i);
           if (progress.length >= rules.progress) break;
         }
