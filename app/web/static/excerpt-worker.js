@@ -213,7 +213,10 @@ function atHalf(state, left, right, pos, line) {
 }
 
 // The pass itself, apart: a small function the engine optimises once for every block.
-// `words` has one word of zeros after the block's.
+// `words` has one word of zeros after the block's; the newlines' offsets and the lines with
+// bytes over 0x7f are written to `ends` and `wide` (typed arrays: a list growing by a push
+// per line made the engine compile the pass again when the list's kind of elements changed),
+// their counts to the state.
 function scanWords(state, words, ends, wide) {
   const { buf, wordBits, halfBits } = state;
   const wordLists = grams.words.lists;
@@ -221,12 +224,15 @@ function scanWords(state, words, ends, wide) {
   const last = words.length - 1;
   let line = 0; // newlines before the word
   let before = 0; // the word before
+  let endCount = 0;
+  let wideCount = 0;
+  let wideLine = -1; // the last line listed in `wide`
   for (let w = 0; w < last; w++, before = words[w - 1]) {
     const x = words[w];
     const y = x ^ 0x0a0a0a0a;
     if (((y - 0x01010101) & ~y & HIGH) === 0) {
       // No newline in the word (the usual case).
-      if ((x & HIGH) !== 0 && (wide.length === 0 || wide[wide.length - 1] !== line)) wide.push(line);
+      if ((x & HIGH) !== 0 && wideLine !== line) wide[wideCount++] = wideLine = line;
       const h = Math.imul(x | LOOSE4, GOLDEN) >>> (32 - WORD_BITS);
       if ((wordBits[h >>> 5] & (1 << (h & 31))) !== 0) check(state, wordLists[h], w << 2, line);
       const lo = (x | LOOSE2) & 0xffff;
@@ -237,26 +243,32 @@ function scanWords(state, words, ends, wide) {
     }
     // A word with a newline: byte by byte; only its halves without one can be in an atom.
     const pos = w << 2;
-    const lineOfHalf = [line, line];
+    let loLine = line; // the line of each half, or -1 when it holds a newline
+    let hiLine = line;
     for (let j = 0; j < 4 && pos + j < n; j++) {
       const b = buf[pos + j];
       if (b === 10) {
-        ends.push(pos + j);
+        ends[endCount++] = pos + j;
         line++;
-        if (j < 2) lineOfHalf[0] = -1;
-        lineOfHalf[1] = j < 2 ? line : -1;
-      } else if (b > 0x7f && (wide.length === 0 || wide[wide.length - 1] !== line)) wide.push(line);
+        if (j < 2) loLine = -1;
+        hiLine = j < 2 ? line : -1;
+      } else if (b > 0x7f && wideLine !== line) wide[wideCount++] = wideLine = line;
     }
     const lo = (x | LOOSE2) & 0xffff;
-    if (lineOfHalf[0] >= 0 && (halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) {
-      atHalf(state, (before >>> 24) | ((x & 0xffff) << 8), x & 0xffffff, pos, lineOfHalf[0]);
+    if (loLine >= 0 && (halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) {
+      atHalf(state, (before >>> 24) | ((x & 0xffff) << 8), x & 0xffffff, pos, loLine);
     }
     const hi = ((x >>> 16) | LOOSE2) & 0xffff;
-    if (lineOfHalf[1] >= 0 && (halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) {
-      atHalf(state, (x >>> 8) & 0xffffff, (x >>> 16) | ((words[w + 1] & 0xff) << 16), pos + 2, lineOfHalf[1]);
+    if (hiLine >= 0 && (halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) {
+      atHalf(state, (x >>> 8) & 0xffffff, (x >>> 16) | ((words[w + 1] & 0xff) << 16), pos + 2, hiLine);
     }
   }
+  state.endCount = endCount;
+  state.wideCount = wideCount;
 }
+
+let endsOut = new Int32Array(0); // the pass's lists, kept from block to block
+let wideOut = new Int32Array(0);
 
 // One pass over a block: its newlines, the lines with bytes over 0x7f, which patterns'
 // atoms it holds and on which lines. `copy` is the block followed by at least four zero
@@ -272,18 +284,20 @@ function scanBlock(buf, copy) {
   const threeLeft = grams.threes.sizes.slice();
   const lines = bytes.map(() => null); // per atom: the lines holding it, or null
   const dense = new Uint8Array(bytes.length); // atoms on too many lines to list: their patterns search the text
-  const ends = [];
-  const wide = []; // lines holding a byte over 0x7f
   const n = buf.length;
+  if (endsOut.length < n + 1) endsOut = new Int32Array(n + 1 + (n >>> 3));
+  if (wideOut.length < n + 1) wideOut = new Int32Array(n + 1 + (n >>> 3));
   const denseAt = Math.max(DENSE_MIN, Math.floor(n / DENSE_BYTES));
   const lastLine = new Int32Array(bytes.length).fill(-1); // per atom: the last line listed
-  const state = { buf, bytes, homes, lines, dense, lastLine, denseAt, wordBits, halfBits, threeBits, wordLeft, halfLeft, threeLeft };
+  const state = { buf, bytes, homes, lines, dense, lastLine, denseAt, wordBits, halfBits, threeBits, wordLeft, halfLeft, threeLeft, endCount: 0, wideCount: 0 };
   if (lastDense !== null && blocksScanned % RECOUNT !== 0) for (let k = 0; k < bytes.length; k++) if (lastDense[k]) markDense(state, k);
   blocksScanned++;
   const words = new Int32Array(copy.buffer, 0, ((n + 3) >>> 2) + 1); // and a word of zeros; signed: small integers to the engine
   if (!LITTLE) for (let w = 0; w < words.length; w++) words[w] = swapped(words[w]); // read as little-endian
-  scanWords(state, words, ends, wide);
-  if (n && buf[n - 1] !== 10) ends.push(n); // a last line without a newline
+  scanWords(state, words, endsOut, wideOut);
+  if (n && buf[n - 1] !== 10) endsOut[state.endCount++] = n; // a last line without a newline
+  const ends = endsOut.slice(0, state.endCount);
+  const wide = wideOut.slice(0, state.wideCount); // lines holding a byte over 0x7f
   if (short.length) {
     const text = lowerAscii(decoder.decode(buf));
     for (const atom of short) if (text.includes(new TextDecoder().decode(bytes[atom]))) dense[atom] = 1;
@@ -292,7 +306,7 @@ function scanBlock(buf, copy) {
   const on = new Uint8Array(patternCount);
   for (let k = 0; k < bytes.length; k++) if (lines[k] !== null || dense[k]) for (const id of owners[k]) on[id] = 1;
   for (const id of always) on[id] = 1;
-  return { ends: Int32Array.from(ends), wide, on, lines, dense };
+  return { ends, wide, on, lines, dense };
 }
 
 // The lines a pattern's atoms were found on, in order, or null when one of its atoms is on
@@ -575,7 +589,59 @@ let scratch = new Uint8Array(0); // the block's copy, kept from block to block
 
 const byteStart = (ends, i) => (i ? ends[i - 1] + 1 : 0);
 
-// A block being answered: its lines, its text and where each pattern may match.
+// Lines over line_bytes are judged on their start, which a search of the whole line does not
+// see as the end of a text: they are tried with every pattern present.
+function longLines(ends, count) {
+  const long = [];
+  for (let i = 0; i < count; i++) if (ends[i] - byteStart(ends, i) > rules.line_bytes) long.push(i);
+  return long;
+}
+
+// The lines holding a byte over 0x7f that are not long, each line's index among them (or
+// -1), and the block's copy with those bytes made DEL.
+function wideOf(ends, count, wide, copy) {
+  const wideAt = new Int32Array(count).fill(-1);
+  const wideLines = [];
+  for (const i of wide) {
+    for (let b = byteStart(ends, i); b < ends[i]; b++) if (copy[b] > 0x7f) copy[b] = 0x7f;
+    if (ends[i] - byteStart(ends, i) > rules.line_bytes) continue; // long: tried with every pattern anyway
+    wideAt[i] = wideLines.length;
+    wideLines.push(i);
+  }
+  return { wideAt, wideLines };
+}
+
+// Those lines' bytes one after another, each ending with a newline.
+function joinedLines(buf, ends, lines) {
+  let total = 0;
+  for (const i of lines) total += ends[i] + 1 - byteStart(ends, i);
+  const joined = new Uint8Array(total);
+  let at = 0;
+  for (const i of lines) {
+    joined.set(buf.subarray(byteStart(ends, i), ends[i]), at);
+    at += ends[i] - byteStart(ends, i);
+    joined[at++] = 10;
+  }
+  return joined;
+}
+
+// The lines holding an escape: one inside an atom hides it from the byte pass, so they are
+// tried with each pattern present that is tried line by line.
+function escapedLines(part, ends, count) {
+  const escaped = [];
+  if (!part.hasEscapes) return escaped;
+  const raw = part.raw;
+  let line = 0;
+  for (let at = raw.indexOf("\x1b"); at >= 0; at = raw.indexOf("\x1b", at + 1)) {
+    while (line < count && ends[line] < at) line++;
+    if (escaped[escaped.length - 1] !== line) escaped.push(line);
+  }
+  return escaped;
+}
+
+// A block being answered: its lines, its text and where each pattern may match. Its loops
+// are functions of their own: a loop that runs long in a constructor called once per block
+// had its code compiled anew at every block.
 class Block {
   constructor(buf) {
     const n = buf.length;
@@ -591,11 +657,7 @@ class Block {
     this.scan = scan;
     this.ends = ends;
     this.count = count;
-    // Lines over line_bytes are judged on their start, which a search of the whole line does
-    // not see as the end of a text: they are tried with every pattern present.
-    const long = [];
-    for (let i = 0; i < count; i++) if (ends[i] - byteStart(ends, i) > rules.line_bytes) long.push(i);
-    this.long = long;
+    this.long = longLines(ends, count);
     // The block's text in two parts, each searched as a whole. Its lines without a byte over
     // 0x7f are one text of one character per byte (latin1: V8 keeps it one byte per character,
     // which decodes and searches about twice as fast as the two bytes a UTF-8 text with any
@@ -603,43 +665,13 @@ class Block {
     // other lines are made DEL, so that it stays one byte per character, and what is found on
     // those lines is passed over. Those lines (a few in a hundred in a training log) are the
     // second text, decoded as UTF-8, searched the same way.
-    const wideAt = new Int32Array(count).fill(-1); // per line: its index in the second text, or -1
-    const wideLines = [];
-    for (const i of wide) {
-      if (ends[i] - byteStart(ends, i) > rules.line_bytes) continue; // long: tried with every pattern anyway
-      wideAt[i] = wideLines.length;
-      wideLines.push(i);
-    }
-    for (const i of wide) for (let b = byteStart(ends, i); b < ends[i]; b++) if (copy[b] > 0x7f) copy[b] = 0x7f;
+    const { wideAt, wideLines } = wideOf(ends, count, wide, copy);
     this.wideAt = wideAt;
     this.wideLines = wideLines;
     this.big = new Part(asciiDecoder.decode(wide.length ? copy.subarray(0, n) : buf), ends, count);
-    this.small = null;
-    if (wideLines.length) {
-      let total = 0;
-      for (const i of wideLines) total += ends[i] + 1 - byteStart(ends, i);
-      const joined = new Uint8Array(total);
-      let at = 0;
-      for (const i of wideLines) {
-        joined.set(buf.subarray(byteStart(ends, i), ends[i]), at);
-        at += ends[i] - byteStart(ends, i);
-        joined[at++] = 10;
-      }
-      this.small = new Part(decoder.decode(joined), null, wideLines.length);
-    }
+    this.small = wideLines.length ? new Part(decoder.decode(joinedLines(buf, ends, wideLines)), null, wideLines.length) : null;
     this.aligned = this.big.aligned && (this.small === null || this.small.aligned);
-    // Lines holding an escape: one inside an atom hides it from the byte pass, so they are
-    // tried with each pattern present that is tried line by line.
-    const escaped = [];
-    if (this.big.hasEscapes) {
-      const raw = this.big.raw;
-      let line = 0;
-      for (let at = raw.indexOf("\x1b"); at >= 0; at = raw.indexOf("\x1b", at + 1)) {
-        while (line < count && ends[line] < at) line++;
-        if (escaped[escaped.length - 1] !== line) escaped.push(line);
-      }
-    }
-    this.escaped = escaped;
+    this.escaped = escapedLines(this.big, ends, count);
     this.texts = new Map();
     this.listed = new Map(); // pattern -> the lines its atoms are on (null: search the text)
   }
@@ -739,11 +771,10 @@ class Block {
   }
 }
 
-function work(buf) {
-  const block = new Block(buf);
-  const { count, ends } = block;
-  const on = block.scan.on; // the patterns present
-  // Per pattern: its first matches (at most per_pattern) and its last.
+// Per pattern present: its first matches (at most per_pattern) and its last.
+function matchesOf(block) {
+  const { count } = block;
+  const on = block.scan.on;
   const matchIds = [];
   const matchOffsets = [0];
   const matchLines = [];
@@ -773,41 +804,47 @@ function work(buf) {
     matchOffsets.push(matchLines.length);
     lasts.push(last);
   }
-  // The last progress lines, from the end: windows of lines growing eightfold.
-  const progress = [];
-  const shown = progressIds.filter((id) => on[id]);
-  if (shown.length) {
-    let hi = count;
-    let size = rules.progress * 2;
-    while (hi > 0 && progress.length < rules.progress) {
-      const lo = Math.max(0, hi - size);
-      const lines = new Set();
-      for (const id of shown) {
-        for (const i of block.candidates(id, lo)) {
-          if (i >= hi) break;
-          lines.add(i);
-        }
-      }
-      const sorted = [...lines].sort((a, b) => b - a);
-      for (const i of sorted) {
-        if (shown.some((id) => block.test(i, id))) {
-          progress.push(i);
-          if (progress.length >= rules.progress) break;
-        }
-      }
-      hi = lo;
-      size *= 8;
-    }
-    progress.reverse();
-  }
   return {
-    ends,
     matchIds: Int32Array.from(matchIds),
     matchOffsets: Int32Array.from(matchOffsets),
     matchLines: Int32Array.from(matchLines),
     lasts: Int32Array.from(lasts),
-    progress: Int32Array.from(progress),
   };
+}
+
+// The last progress lines, from the end: windows of lines growing eightfold.
+function progressOf(block) {
+  const progress = [];
+  const shown = progressIds.filter((id) => block.scan.on[id]);
+  if (!shown.length) return Int32Array.from(progress);
+  let hi = block.count;
+  let size = rules.progress * 2;
+  while (hi > 0 && progress.length < rules.progress) {
+    const lo = Math.max(0, hi - size);
+    const lines = new Set();
+    for (const id of shown) {
+      for (const i of block.candidates(id, lo)) {
+        if (i >= hi) break;
+        lines.add(i);
+      }
+    }
+    const sorted = [...lines].sort((a, b) => b - a);
+    for (const i of sorted) {
+      if (shown.some((id) => block.test(i, id))) {
+        progress.push(i);
+        if (progress.length >= rules.progress) break;
+      }
+    }
+    hi = lo;
+    size *= 8;
+  }
+  progress.reverse();
+  return Int32Array.from(progress);
+}
+
+function work(buf) {
+  const block = new Block(buf);
+  return { ends: block.ends, ...matchesOf(block), progress: progressOf(block) };
 }
 
 onmessage = (event) => {
