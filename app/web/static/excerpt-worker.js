@@ -4,8 +4,8 @@
 // matches. One pass over the bytes says which patterns' atoms (the required literals the
 // server publishes with each pattern, compared in ASCII lower case) occur in the block at
 // all (`scanBlock`); each of those patterns is then searched for in the block's decoded text
-// as a whole (the browser's own regular expression engine, one search per match, not one
-// call per line), and only the lines it finds are tried with the pattern as the rules say
+// as a whole (two texts, see `Block`; the browser's own regular expression engine, one
+// search per match, not one call per line), and only the lines it finds are tried with the pattern as the rules say
 // (frame by frame, escapes removed). Per pattern only its first `per_pattern` matches and
 // its last are needed (only its last once the page says the pattern is past its cap), and
 // the last `progress` progress lines. None of this needs earlier blocks, so blocks are
