@@ -12,8 +12,10 @@ own pass (from the first block read to the excerpt, `data-seconds`); the script 
 MB/s per run and the median, the CPU time Chromium's page processes spent per run (the
 page and its workers, read from /proc: steadier than the wall time on a loaded machine),
 and checks that the page kept exactly the lines `app.core.selection.selector.select_evidence`
-keeps. With `--before REF`, the page's scripts of that commit (`git show`) are served in
-alternate rounds, the same page and server otherwise, and both are reported.
+keeps. With `--before REF`, the page's scripts of that commit (`git show`) and the rules
+and patterns it publishes (its `prefilter_spec`, run in its tree extracted with `git
+archive`) are served in alternate rounds, the same page and server otherwise, and both are
+reported.
 
 `--worker` runs the page's screening worker alone in Node (bench/excerpt_worker.js: two
 workers, blocks and caps as the page hands them out) and reports its CPU time, per run and
@@ -71,6 +73,22 @@ def scripts_of(ref: str) -> dict[str, bytes]:
     }
 
 
+def spec_of(ref: str) -> bytes:
+    """The rules and patterns commit `ref` publishes for this library (its code, these signatures)."""
+    with tempfile.TemporaryDirectory(prefix="tracelore-bench-spec-") as tree:
+        archive = subprocess.run(["git", "archive", ref, "app"], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
+        code = (
+            "import json, sys; from pathlib import Path; from app.core.knowledge.loading import load_library;"
+            " from app.core.selection.rules import prefilter_spec;"
+            " sys.stdout.write(json.dumps(prefilter_spec(load_library(Path(sys.argv[1])))))"
+        )
+        env = {**os.environ, "PYTHONPATH": tree}
+        return subprocess.run(
+            [sys.executable, "-c", code, str(ROOT / "signatures")], cwd=tree, env=env, capture_output=True, check=True
+        ).stdout
+
+
 def serving(scripts: dict[str, bytes], served: list[str]) -> Callable[[Route], None]:
     """A route handler that answers the page's script requests with `scripts`, noting each in `served`."""
 
@@ -97,6 +115,7 @@ def browser_pass(log: Path, repeat: int, before: str | None = None, pick_after: 
     from app.core.selection.selector import select_evidence
 
     old = scripts_of(before) if before else None
+    old_spec = spec_of(before) if before else b""
     scratch = Path(tempfile.mkdtemp(prefix="tracelore-bench-browser-"))
     server_args = argparse.Namespace(workers=1, connections=4, signatures=None)
     proc, url, _ = start_server(scratch, server_args)
@@ -114,6 +133,10 @@ def browser_pass(log: Path, repeat: int, before: str | None = None, pick_after: 
                     if side == "before" and old is not None:
                         for name in SCRIPTS:
                             context.route(f"**/static/{name}*", serving(old, served))
+                        context.route(
+                            "**/api/v1/signatures/prefilter.json*",
+                            lambda route: route.fulfill(body=old_spec, content_type="application/json"),
+                        )
                     page = context.new_page()
                     page.set_default_timeout(600_000)
                     page.goto(url + "/")

@@ -141,6 +141,42 @@ def test_a_gzip_file_is_read_through_the_browser_s_decompressor(
     assert [(e["line"], e["text"]) for e in payload["excerpt"]] == list(expected.lines)
 
 
+def test_lines_longer_than_a_block_are_kept_as_the_python_rules_keep_them(
+    page: Page, server: LiveServer, library: Library, mid_log: Path, tmp_path: Path
+) -> None:
+    """A plain file is read in slices from a line's start; a line no slice holds whole is read on as a stream."""
+    head = mid_log.read_bytes()[: 6 << 20]
+    head = head[: head.rindex(b"\n") + 1]
+    log = tmp_path / "long.log"
+    log.write_bytes(
+        head
+        + b"RuntimeError: CUDA out of memory "
+        + b"x" * (5 << 20)
+        + b"\n"  # over a block, under the carry
+        + b"[rank0]: Traceback (most recent call last) "
+        + b"y" * (9 << 20)
+        + b"\n"  # over the carry: cut
+        + head[: 1 << 20]
+        + b"Killed"  # a last line without a newline
+    )
+    captured: list[dict[str, Any]] = []
+
+    def capture(route: Route) -> None:
+        captured.append(body_of(route.request))
+        route.continue_()
+
+    page.route("**/api/v1/diagnoses", capture)
+    pick(page, server, log)
+    with page.expect_navigation(url=re.compile(r"/d/[\w-]+$")):
+        page.click("button[type=submit]")
+    (payload,) = captured
+    with log.open("rb") as f:
+        expected = select_evidence(iter(lambda: f.read(1 << 20), b""), prefilter_spec(library))
+    assert payload["total_lines"] == expected.total_lines
+    assert payload["total_bytes"] == expected.total_bytes == log.stat().st_size
+    assert [(e["line"], e["text"]) for e in payload["excerpt"]] == list(expected.lines)
+
+
 def test_a_file_picked_while_another_is_read_replaces_it(
     page: Page, server: LiveServer, mid_log: Path, tmp_path: Path
 ) -> None:

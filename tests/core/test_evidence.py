@@ -75,6 +75,24 @@ def test_every_line_a_library_pattern_matches_holds_one_of_its_atoms(library: Li
     assert screened > 0.95 * len(library.regexes)
 
 
+def test_every_line_a_pattern_matches_holds_one_of_the_atoms_the_browser_screens_by(library: Library) -> None:
+    """The same of the published atoms, which are worked out with a wider bound where the usual one finds none."""
+    lines = _example_lines(library)
+    folded = [
+        line.translate(str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")) for line in lines
+    ]
+    wider = 0
+    for p in prefilter_spec(library)["patterns"]:
+        if not p["atoms"]:
+            continue
+        wider += atoms(p["regex"]) is None
+        compiled = regex.compile(p["regex"])
+        for line, low in zip(lines, folded, strict=True):
+            if compiled.search(line):
+                assert any(a in low for a in p["atoms"]), f"{p['regex']!r} matches {line!r} but none of its atoms"
+    assert wider > 0
+
+
 # --- JavaScript --------------------------------------------------------------------------------
 
 

@@ -63,14 +63,14 @@ def _char(code: int, ignore_case: bool) -> set[str] | None:
     return {_lower(ch)}
 
 
-def _info(items: Iterable[tuple[Any, Any]], ignore_case: bool) -> _Info:
+def _info(items: Iterable[tuple[Any, Any]], ignore_case: bool, max_set: int) -> _Info:
     """Exact strings and required atoms of a sequence of parsed nodes."""
     run: set[str] = {""}  # every string the current run of exact nodes can match
     whole = True  # the run covers the whole sequence so far
     required: set[str] | None = None
     for op, av in items:
-        e, r = _node(op, av, ignore_case)
-        if e is not None and len(run) * len(e) <= MAX_SET:
+        e, r = _node(op, av, ignore_case, max_set)
+        if e is not None and len(run) * len(e) <= max_set:
             run = {a + b for a, b in product(run, e)}
             continue
         # The run of exact strings ends here: keep the best screen seen so far.
@@ -81,7 +81,7 @@ def _info(items: Iterable[tuple[Any, Any]], ignore_case: bool) -> _Info:
     return (run if whole else None), required
 
 
-def _node(op: Any, av: Any, ignore_case: bool) -> _Info:
+def _node(op: Any, av: Any, ignore_case: bool, max_set: int) -> _Info:
     if op is sre.LITERAL:
         return _char(av, ignore_case), None
     if op is sre.NOT_LITERAL or op is sre.ANY or op is sre.CATEGORY:
@@ -108,14 +108,14 @@ def _node(op: Any, av: Any, ignore_case: bool) -> _Info:
     if op is sre.SUBPATTERN:
         _group, add_flags, del_flags, sub = av
         case = (ignore_case or bool(add_flags & sre.SRE_FLAG_IGNORECASE)) and not del_flags & sre.SRE_FLAG_IGNORECASE
-        exact, required = _info(sub, case)
+        exact, required = _info(sub, case, max_set)
         return exact, required
     if op is sre.BRANCH:
         exacts: set[str] = set()
         atoms: set[str] = set()
         exact_ok, atoms_ok = True, True
         for branch in av[1]:
-            e, r = _info(branch, ignore_case)
+            e, r = _info(branch, ignore_case, max_set)
             if exact_ok and e is not None:
                 exacts |= e
             else:
@@ -125,11 +125,11 @@ def _node(op: Any, av: Any, ignore_case: bool) -> _Info:
                 atoms |= screen
             else:
                 atoms_ok = False
-        exact = exacts if exact_ok and len(exacts) <= MAX_SET else None
-        return exact, (atoms if atoms_ok and len(atoms) <= MAX_SET * 2 else None)
+        exact = exacts if exact_ok and len(exacts) <= max_set else None
+        return exact, (atoms if atoms_ok and len(atoms) <= max_set * 2 else None)
     if op in (sre.MAX_REPEAT, sre.MIN_REPEAT):
         low, high, sub = av
-        e, r = _info(sub, ignore_case)
+        e, r = _info(sub, ignore_case, max_set)
         if low == 0:
             if e is not None and high == 1:
                 return e | {""}, None
@@ -141,14 +141,18 @@ def _node(op: Any, av: Any, ignore_case: bool) -> _Info:
     return None, None  # anything else (lookaround, backreferences): assume nothing
 
 
-def atoms(pattern: str) -> tuple[str, ...] | None:
-    """Literals (ASCII lower case) one of which every match of pattern contains; None if unknown."""
+def atoms(pattern: str, *, max_set: int = MAX_SET) -> tuple[str, ...] | None:
+    """Literals (ASCII lower case) one of which every match of pattern contains; None if unknown.
+
+    `max_set` bounds the alternatives tracked per node (and twice that the atoms of an
+    alternation): a larger bound finds atoms for more patterns, but more of them.
+    """
     try:
         parsed = sre_parse.parse(pattern)
     except (re.error, RecursionError, OverflowError):
         return None
     ignore_case = bool(parsed.state.flags & sre.SRE_FLAG_IGNORECASE)
-    exact, required = _info(parsed.data, ignore_case)
+    exact, required = _info(parsed.data, ignore_case, max_set)
     screen = _best(required, _as_atoms(exact))
     if not screen:
         return None

@@ -17,10 +17,12 @@ which `prefilter_spec` publishes as data and `select_evidence` implements:
 A line is judged on its first `line_bytes` bytes (decoded as UTF-8, invalid bytes
 replaced), with terminal escapes removed, frame by frame (a carriage return starts a
 frame); it is kept as decoded, escapes included. A pattern the browser cannot run as a
-regular expression (`js` is null) matches a line holding one of its `atoms`. Both
-implementations screen lines by the atoms before matching; the browser does it on the
-raw bytes, so an escape sequence inside a literal (a word coloured mid-message) can hide
-a line from it.
+regular expression (`js` is null) matches a line holding one of its `atoms`. The atoms of
+a pattern the browser runs are a screen only, which Python does not use: the browser
+looks for them in a block's raw bytes and runs the pattern only where they are (an escape
+sequence inside a literal, a word coloured mid-message, can hide a line from the bytes:
+lines with escapes are tried too). They are worked out with a wider bound (`SCREEN_SET`)
+where the usual one finds none, so that fewer patterns are searched for in every block.
 
 The caps are the matcher's own (what it records per pattern), so the server's
 diagnosis of the excerpt equals its diagnosis of the whole log; only `count` is a
@@ -43,6 +45,10 @@ SPEC_VERSION = 1
 HEAD_LINES = 50
 TAIL_LINES = 50
 LINE_BYTES = 32 << 10
+# Alternatives tracked per node when the atoms of a pattern the browser runs are only its
+# screen: with the usual bound, the checkpoint-path and Keras-file patterns have none and
+# were searched for in every block, a tenth of the browser's time on a training log.
+SCREEN_SET = 64
 
 # Markers kept besides the library's own patterns: what a person looks for in a log.
 MARKERS: tuple[tuple[str, str], ...] = (
@@ -77,6 +83,8 @@ def prefilter_spec(library: Library, *, context: int = 5) -> dict[str, Any]:
         seen.add(regex)
         js = to_js(regex)
         found = atoms(regex)
+        if js is not None and found is None:
+            found = atoms(regex, max_set=SCREEN_SET)
         if js is None and found is None:
             continue  # neither engine can screen for it in the browser
         patterns.append(

@@ -4,8 +4,8 @@
 // matches. One pass over the bytes says which patterns' atoms (the required literals the
 // server publishes with each pattern, compared in ASCII lower case) occur in the block at
 // all (`scanBlock`); each of those patterns is then searched for in the block's decoded text
-// as a whole (the browser's own regular expression engine, one search per match, not one
-// call per line), and only the lines it finds are tried with the pattern as the rules say
+// as a whole (two texts, see `Block`; the browser's own regular expression engine, one
+// search per match, not one call per line), and only the lines it finds are tried with the pattern as the rules say
 // (frame by frame, escapes removed). Per pattern only its first `per_pattern` matches and
 // its last are needed (only its last once the page says the pattern is past its cap), and
 // the last `progress` progress lines. None of this needs earlier blocks, so blocks are
@@ -34,8 +34,10 @@ for (let b = 0; b < 256; b++) FOLD[b] = b >= 65 && b <= 90 ? b + 32 : b;
 // sample of the first block a worker reads tells how often each occurs) is entered in a
 // table of word hashes (a bit per hash, 8 KB: it stays in the CPU's first cache), and the
 // atom is compared only where a word's hash is set. An atom of three to six bytes covers a
-// whole two-byte half of a word: the same with a table of halves. So a block costs a load,
-// a hash and three tests per four bytes rather than a hash per byte. The same pass finds the
+// whole two-byte half of a word: a table of halves says where to look, and since two bytes
+// tell little (`00` of `100%` is on every line of a training log), a table of the three bytes
+// there or one to the left says whether to compare. So a block costs a load, a hash and
+// three tests per four bytes rather than a hash per byte. The same pass finds the
 // newlines and the lines holding bytes over 0x7f. An atom found on many lines of a block is
 // looked for no more in it (its patterns search the block's text instead): a hash whose
 // atoms are all so is cleared from the block's table.
@@ -48,24 +50,38 @@ const DENSE_BYTES = 1024;
 const DENSE_MIN = 48;
 const LOOSE4 = 0x20202020;
 const LOOSE2 = 0x2020;
+const LOOSE3 = 0x202020;
 const HIGH = 0x80808080 | 0; // bit 7 of each byte
 const GOLDEN = 0x9e3779b1 | 0;
 const hashWord = (x) => Math.imul(x | LOOSE4, GOLDEN) >>> (32 - WORD_BITS);
+const hashThree = (x) => Math.imul(x | LOOSE3, GOLDEN) >>> (32 - WORD_BITS); // x: three bytes
 // A block's words are read little-endian (the pieces' keys are made so): on a big-endian
 // machine the block's copy is turned around first.
 const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const swapped = (x) => ((x & 0xff) << 24) | ((x & 0xff00) << 8) | ((x >>> 8) & 0xff00) | (x >>> 24);
 const wordAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24);
 const halfAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8);
+const threeAt = (bytes, at) => bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16);
 let atomPatterns = null; // the patterns with atoms, until the first block comes
+// An atom on many lines of one block is on many lines of the next, in most logs: listing its
+// first lines again in every block (a thousand per block for each of `loss`, `info`,
+// `grad_norm`, ... in a training log) cost most of the comparisons. So the atoms found dense
+// in a worker's last block start the next one as dense (their patterns search the text, which
+// finds the same lines), except every RECOUNT-th block, which counts afresh: an atom that
+// became rare is listed again from there.
+const RECOUNT = 8;
+let lastDense = null;
+let blocksScanned = 0;
 
 function pieceCounts(block) {
   const buf = block.subarray(0, 128 << 10); // a sample ranks the pieces well enough, and costs little before the code is optimised
   const words = new Int32Array(1 << WORD_BITS);
   const halves = new Int32Array(1 << 16);
+  const threes = new Int32Array(1 << WORD_BITS);
   for (let i = 0; i + 4 <= buf.length; i++) words[hashWord(wordAt(buf, i))]++;
   for (let i = 0; i + 2 <= buf.length; i++) halves[(halfAt(buf, i) | LOOSE2) & 0xffff]++;
-  return { words, halves };
+  for (let i = 0; i + 3 <= buf.length; i++) threes[hashThree(threeAt(buf, i))]++;
+  return { words, halves, threes };
 }
 
 function buildGrams(patterns, counts) {
@@ -87,6 +103,7 @@ function buildGrams(patterns, counts) {
   }
   const words = new Map(); // word hash -> [atom, offset, ...]
   const halves = new Map(); // half -> [atom, offset, ...]
+  const threes = new Map(); // hash of three bytes -> [atom, offset, ...]
   const homes = bytes.map(() => []); // per atom: its entries, [table, key] pairs
   const short = []; // atoms of fewer than three bytes (none are published): compared everywhere
   const enter = (table, key, k, off) => {
@@ -94,7 +111,7 @@ function buildGrams(patterns, counts) {
     const list = table.get(key);
     if (list.some((v, j) => j % 2 === 0 && v === k)) return; // one entry per atom and key
     list.push(k, off);
-    homes[k].push(table === words ? 0 : 1, key);
+    homes[k].push(table === words ? 0 : table === halves ? 1 : 2, key);
   };
   bytes.forEach((atom, k) => {
     if (atom.length < 3) {
@@ -110,6 +127,12 @@ function buildGrams(patterns, counts) {
       let best = r;
       for (let off = r + step; off + span <= atom.length; off += step) if (count[keyAt(off)] < count[keyAt(best)]) best = off;
       enter(wide ? words : halves, keyAt(best), k, best);
+      if (wide) continue;
+      // The three bytes compared at that half: itself and the byte after or the one before.
+      const right = best + 3 <= atom.length ? hashThree(threeAt(atom, best)) : -1;
+      const left = best >= 1 ? hashThree(threeAt(atom, best - 1)) : -1;
+      if (left < 0 || (right >= 0 && counts.threes[right] <= counts.threes[left])) enter(threes, right, k, best);
+      else enter(threes, left, k, best - 1);
     }
   });
   const table = (map, size) => {
@@ -137,6 +160,7 @@ function buildGrams(patterns, counts) {
     atomsOf,
     words: table(words, 1 << WORD_BITS),
     halves: table(halves, 1 << 16),
+    threes: table(threes, 1 << WORD_BITS),
     short,
   };
 }
@@ -159,58 +183,92 @@ function check(state, list, pos, line) {
     if (at === null) at = lines[atom] = [];
     lastLine[atom] = line;
     at.push(line);
-    if (at.length >= state.denseAt) {
-      dense[atom] = 1;
-      const home = state.homes[atom];
-      for (let h = 0; h < home.length; h += 2) {
-        const key = home[h + 1];
-        if (home[h] === 0) {
-          if (--state.wordLeft[key] === 0) state.wordBits[key >>> 5] &= ~(1 << (key & 31));
-        } else if (--state.halfLeft[key] === 0) state.halfBits[key >>> 5] &= ~(1 << (key & 31));
-      }
-    }
+    if (at.length >= state.denseAt) markDense(state, atom);
   }
 }
 
+// An atom on too many lines of the block to list: its patterns search the text, and a table
+// entry whose atoms are all so is cleared.
+function markDense(state, atom) {
+  state.dense[atom] = 1;
+  const home = state.homes[atom];
+  for (let h = 0; h < home.length; h += 2) {
+    const key = home[h + 1];
+    if (home[h] === 0) {
+      if (--state.wordLeft[key] === 0) state.wordBits[key >>> 5] &= ~(1 << (key & 31));
+    } else if (home[h] === 1) {
+      if (--state.halfLeft[key] === 0) state.halfBits[key >>> 5] &= ~(1 << (key & 31));
+    } else if (--state.threeLeft[key] === 0) state.threeBits[key >>> 5] &= ~(1 << (key & 31));
+  }
+}
+
+// A half of a word set in the table of halves, at `pos`: the atoms entered by the three bytes
+// from `pos - 1` (`left`) or from `pos` (`right`) are compared.
+function atHalf(state, left, right, pos, line) {
+  const bits = state.threeBits;
+  const l = hashThree(left);
+  if ((bits[l >>> 5] & (1 << (l & 31))) !== 0) check(state, grams.threes.lists[l], pos - 1, line);
+  const r = hashThree(right);
+  if ((bits[r >>> 5] & (1 << (r & 31))) !== 0) check(state, grams.threes.lists[r], pos, line);
+}
+
 // The pass itself, apart: a small function the engine optimises once for every block.
+// `words` has one word of zeros after the block's; the newlines' offsets and the lines with
+// bytes over 0x7f are written to `ends` and `wide` (typed arrays: a list growing by a push
+// per line made the engine compile the pass again when the list's kind of elements changed),
+// their counts to the state.
 function scanWords(state, words, ends, wide) {
   const { buf, wordBits, halfBits } = state;
   const wordLists = grams.words.lists;
-  const halfLists = grams.halves.lists;
   const n = buf.length;
+  const last = words.length - 1;
   let line = 0; // newlines before the word
-  for (let w = 0; w < words.length; w++) {
+  let before = 0; // the word before
+  let endCount = 0;
+  let wideCount = 0;
+  let wideLine = -1; // the last line listed in `wide`
+  for (let w = 0; w < last; w++, before = words[w - 1]) {
     const x = words[w];
     const y = x ^ 0x0a0a0a0a;
     if (((y - 0x01010101) & ~y & HIGH) === 0) {
       // No newline in the word (the usual case).
-      if ((x & HIGH) !== 0 && (wide.length === 0 || wide[wide.length - 1] !== line)) wide.push(line);
+      if ((x & HIGH) !== 0 && wideLine !== line) wide[wideCount++] = wideLine = line;
       const h = Math.imul(x | LOOSE4, GOLDEN) >>> (32 - WORD_BITS);
       if ((wordBits[h >>> 5] & (1 << (h & 31))) !== 0) check(state, wordLists[h], w << 2, line);
       const lo = (x | LOOSE2) & 0xffff;
-      if ((halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) check(state, halfLists[lo], w << 2, line);
+      if ((halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) atHalf(state, (before >>> 24) | ((x & 0xffff) << 8), x & 0xffffff, w << 2, line);
       const hi = ((x >>> 16) | LOOSE2) & 0xffff;
-      if ((halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) check(state, halfLists[hi], (w << 2) + 2, line);
+      if ((halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) atHalf(state, (x >>> 8) & 0xffffff, (x >>> 16) | ((words[w + 1] & 0xff) << 16), (w << 2) + 2, line);
       continue;
     }
     // A word with a newline: byte by byte; only its halves without one can be in an atom.
     const pos = w << 2;
-    const lineOfHalf = [line, line];
+    let loLine = line; // the line of each half, or -1 when it holds a newline
+    let hiLine = line;
     for (let j = 0; j < 4 && pos + j < n; j++) {
       const b = buf[pos + j];
       if (b === 10) {
-        ends.push(pos + j);
+        ends[endCount++] = pos + j;
         line++;
-        if (j < 2) lineOfHalf[0] = -1;
-        lineOfHalf[1] = j < 2 ? line : -1;
-      } else if (b > 0x7f && (wide.length === 0 || wide[wide.length - 1] !== line)) wide.push(line);
+        if (j < 2) loLine = -1;
+        hiLine = j < 2 ? line : -1;
+      } else if (b > 0x7f && wideLine !== line) wide[wideCount++] = wideLine = line;
     }
     const lo = (x | LOOSE2) & 0xffff;
-    if (lineOfHalf[0] >= 0 && (halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) check(state, halfLists[lo], pos, lineOfHalf[0]);
+    if (loLine >= 0 && (halfBits[lo >>> 5] & (1 << (lo & 31))) !== 0) {
+      atHalf(state, (before >>> 24) | ((x & 0xffff) << 8), x & 0xffffff, pos, loLine);
+    }
     const hi = ((x >>> 16) | LOOSE2) & 0xffff;
-    if (lineOfHalf[1] >= 0 && (halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) check(state, halfLists[hi], pos + 2, lineOfHalf[1]);
+    if (hiLine >= 0 && (halfBits[hi >>> 5] & (1 << (hi & 31))) !== 0) {
+      atHalf(state, (x >>> 8) & 0xffffff, (x >>> 16) | ((words[w + 1] & 0xff) << 16), pos + 2, hiLine);
+    }
   }
+  state.endCount = endCount;
+  state.wideCount = wideCount;
 }
+
+let endsOut = new Int32Array(0); // the pass's lists, kept from block to block
+let wideOut = new Int32Array(0);
 
 // One pass over a block: its newlines, the lines with bytes over 0x7f, which patterns'
 // atoms it holds and on which lines. `copy` is the block followed by at least four zero
@@ -222,26 +280,33 @@ function scanBlock(buf, copy) {
   const halfBits = grams.halves.bitmap.slice();
   const wordLeft = grams.words.sizes.slice(); // per key: its atoms still recorded line by line
   const halfLeft = grams.halves.sizes.slice();
+  const threeBits = grams.threes.bitmap.slice();
+  const threeLeft = grams.threes.sizes.slice();
   const lines = bytes.map(() => null); // per atom: the lines holding it, or null
   const dense = new Uint8Array(bytes.length); // atoms on too many lines to list: their patterns search the text
-  const ends = [];
-  const wide = []; // lines holding a byte over 0x7f
   const n = buf.length;
+  if (endsOut.length < n + 1) endsOut = new Int32Array(n + 1 + (n >>> 3));
+  if (wideOut.length < n + 1) wideOut = new Int32Array(n + 1 + (n >>> 3));
   const denseAt = Math.max(DENSE_MIN, Math.floor(n / DENSE_BYTES));
   const lastLine = new Int32Array(bytes.length).fill(-1); // per atom: the last line listed
-  const state = { buf, bytes, homes, lines, dense, lastLine, denseAt, wordBits, halfBits, wordLeft, halfLeft };
-  const words = new Int32Array(copy.buffer, 0, (n + 3) >>> 2); // signed: small integers to the engine
+  const state = { buf, bytes, homes, lines, dense, lastLine, denseAt, wordBits, halfBits, threeBits, wordLeft, halfLeft, threeLeft, endCount: 0, wideCount: 0 };
+  if (lastDense !== null && blocksScanned % RECOUNT !== 0) for (let k = 0; k < bytes.length; k++) if (lastDense[k]) markDense(state, k);
+  blocksScanned++;
+  const words = new Int32Array(copy.buffer, 0, ((n + 3) >>> 2) + 1); // and a word of zeros; signed: small integers to the engine
   if (!LITTLE) for (let w = 0; w < words.length; w++) words[w] = swapped(words[w]); // read as little-endian
-  scanWords(state, words, ends, wide);
-  if (n && buf[n - 1] !== 10) ends.push(n); // a last line without a newline
+  scanWords(state, words, endsOut, wideOut);
+  if (n && buf[n - 1] !== 10) endsOut[state.endCount++] = n; // a last line without a newline
+  const ends = endsOut.slice(0, state.endCount);
+  const wide = wideOut.slice(0, state.wideCount); // lines holding a byte over 0x7f
   if (short.length) {
     const text = lowerAscii(decoder.decode(buf));
     for (const atom of short) if (text.includes(new TextDecoder().decode(bytes[atom]))) dense[atom] = 1;
   }
+  lastDense = dense;
   const on = new Uint8Array(patternCount);
   for (let k = 0; k < bytes.length; k++) if (lines[k] !== null || dense[k]) for (const id of owners[k]) on[id] = 1;
   for (const id of always) on[id] = 1;
-  return { ends: Int32Array.from(ends), wide, on, lines, dense };
+  return { ends, wide, on, lines, dense };
 }
 
 // The lines a pattern's atoms were found on, in order, or null when one of its atoms is on
@@ -376,12 +441,44 @@ function searchSource(source) {
   return cut.join("|");
 }
 
+// A source with its capturing groups made non-capturing: a search of the whole block only
+// needs where a match starts, and the engine spends a quarter less on a pattern such as the
+// `stateless_job` row (two named groups) without them. Left as it is when a group is referred
+// to (\1, \k<name>).
+function withoutCaptures(source) {
+  if (/\\[1-9]|\\k</.test(source)) return source;
+  let out = "";
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i];
+    if (c === "\\") {
+      out += source.slice(i, i + 2);
+      i++;
+    } else if (c === "[") {
+      let j = i + 1;
+      if (source[j] === "^") j++;
+      if (source[j] === "]") j++;
+      while (j < source.length && source[j] !== "]") j += source[j] === "\\" ? 2 : 1;
+      out += source.slice(i, j + 1);
+      i = j;
+    } else if (c === "(" && source[i + 1] !== "?") {
+      out += "(?:";
+    } else if (c === "(" && source[i + 2] === "<" && source[i + 3] !== "=" && source[i + 3] !== "!") {
+      const close = source.indexOf(">", i);
+      out += "(?:";
+      i = close;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // A pattern's expression over a whole block (searchSource), made on its first search: "m" so
 // that ^ and $ see line ends (and a CR, which starts a frame); "g" to search from a given line on.
 function wholeOf(p) {
   if (p.all === undefined) {
     try {
-      p.all = new RegExp(searchSource(p.js), p.flags + "gm");
+      p.all = new RegExp(withoutCaptures(searchSource(p.js)), p.flags + "gm");
     } catch (err) {
       p.all = new RegExp(p.js, p.flags + "gm");
     }
@@ -430,80 +527,209 @@ function matchesOne(text, id) {
   return false;
 }
 
-// A block of ASCII only is decoded as "latin1" (windows-1252; the same characters under
-// 0x80), whose text needs no search for its newlines: its offsets are the bytes'.
+// The block's lines of ASCII only are decoded as "latin1" (windows-1252; the same characters
+// under 0x80): one character per byte, so the text needs no search for its newlines.
 const asciiDecoder = new TextDecoder("latin1");
-let scratch = new Uint8Array(0); // the block's copy, kept from block to block
-
-function work(buf) {
-  const n = buf.length;
-  const size = (((n + 3) >>> 2) << 2) + 4; // whole words, zeros after the block
-  if (scratch.length < size) scratch = new Uint8Array(size + (size >>> 3));
-  const copy = scratch.subarray(0, size);
-  copy.set(buf);
-  copy.fill(0, n);
-  const scan = scanBlock(buf, copy);
-  const { ends, on, wide } = scan; // the page's line ends (in bytes), the patterns present
-  const count = ends.length;
-  const byteStart = (i) => (i ? ends[i - 1] + 1 : 0);
-  // Lines over line_bytes are judged on their start, which a search of the whole line does
-  // not see as the end of a text: they are tried with every pattern present.
-  const long = [];
-  for (let i = 0; i < count; i++) if (ends[i] - byteStart(i) > rules.line_bytes) long.push(i);
-  const ascii = wide.length === 0;
-  const raw = ascii ? asciiDecoder.decode(buf) : decoder.decode(buf);
-  // As the rules judge it, without escapes (they hold no newline, so the lines stay the same lines).
-  const hasEscapes = raw.includes("\x1b");
-  const searched = hasEscapes ? raw.replace(ansi, "") : raw;
-  const rawStops = ascii ? ends : newlines(raw, "\n", raw.length);
-  const stops = hasEscapes ? newlines(searched, "\n", searched.length) : rawStops; // line ends in the searched text
-  const aligned = stops.length === count && rawStops.length === count;
-  // Lines holding an escape: one inside an atom hides it from the byte pass, so they are
-  // tried with each pattern present that is tried line by line.
-  const escaped = [];
-  if (hasEscapes) {
-    let line = 0;
-    for (let at = raw.indexOf("\x1b"); at >= 0; at = raw.indexOf("\x1b", at + 1)) {
-      while (line < count && rawStops[line] < at) line++;
-      if (escaped[escaped.length - 1] !== line) escaped.push(line);
-    }
+// One text searched as a whole: its lines' ends (`ends`, when they are its offsets), where
+// each starts once escapes are removed, and the line holding an offset. Classes here and
+// below, not closures made per block: the engine's optimised code calls the same functions
+// from block to block instead of being thrown away at each new block's closures and
+// compiled again (that recompiling took a fifth of the page's CPU).
+class Part {
+  constructor(raw, ends, count) {
+    this.raw = raw;
+    this.hasEscapes = raw.includes("\x1b");
+    this.searched = this.hasEscapes ? raw.replace(ansi, "") : raw; // as the rules judge it (escapes hold no newline)
+    this.rawStops = ends || newlines(raw, "\n", raw.length);
+    this.stops = this.hasEscapes ? newlines(this.searched, "\n", this.searched.length) : this.rawStops;
+    this.count = count;
+    this.lowered = null; // the searched text in ASCII lower case, for patterns judged by their atoms alone
+    this.aligned = this.stops.length === count && this.rawStops.length === count;
   }
-  const lineStart = (i) => (i ? stops[i - 1] + 1 : 0);
-  const lineOf = (at, from) => {
+
+  rawLine(i) {
+    return this.raw.slice(i ? this.rawStops[i - 1] + 1 : 0, this.rawStops[i]);
+  }
+
+  lineStart(i) {
+    return i ? this.stops[i - 1] + 1 : 0;
+  }
+
+  lineOf(at, from) {
+    const stops = this.stops;
     let lo = from;
-    let hi = count;
+    let hi = this.count;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
       if (stops[mid] < at) lo = mid + 1;
       else hi = mid;
     }
     return lo;
-  };
-  const texts = new Map();
-  const text = (i) => {
-    let t = texts.get(i);
+  }
+
+  // The first line from `from` on where the pattern may match, or the line count.
+  next(p, from) {
+    const all = wholeOf(p);
+    if (all) {
+      all.lastIndex = this.lineStart(from);
+      const m = all.exec(this.searched);
+      return m === null ? this.count : this.lineOf(m.index, from);
+    }
+    if (this.lowered === null) this.lowered = lowerAscii(this.searched);
+    let found = this.count;
+    for (const a of p.atoms) {
+      const at = this.lowered.indexOf(a, this.lineStart(from));
+      if (at >= 0) found = Math.min(found, this.lineOf(at, from));
+    }
+    return found;
+  }
+}
+
+let scratch = new Uint8Array(0); // the block's copy, kept from block to block
+
+const byteStart = (ends, i) => (i ? ends[i - 1] + 1 : 0);
+
+// Lines over line_bytes are judged on their start, which a search of the whole line does not
+// see as the end of a text: they are tried with every pattern present.
+function longLines(ends, count) {
+  const long = [];
+  for (let i = 0; i < count; i++) if (ends[i] - byteStart(ends, i) > rules.line_bytes) long.push(i);
+  return long;
+}
+
+// The lines holding a byte over 0x7f that are not long, each line's index among them (or
+// -1), and the block's copy with those bytes made DEL.
+function wideOf(ends, count, wide, copy) {
+  const wideAt = new Int32Array(count).fill(-1);
+  const wideLines = [];
+  for (const i of wide) {
+    for (let b = byteStart(ends, i); b < ends[i]; b++) if (copy[b] > 0x7f) copy[b] = 0x7f;
+    if (ends[i] - byteStart(ends, i) > rules.line_bytes) continue; // long: tried with every pattern anyway
+    wideAt[i] = wideLines.length;
+    wideLines.push(i);
+  }
+  return { wideAt, wideLines };
+}
+
+// Those lines' bytes one after another, each ending with a newline.
+function joinedLines(buf, ends, lines) {
+  let total = 0;
+  for (const i of lines) total += ends[i] + 1 - byteStart(ends, i);
+  const joined = new Uint8Array(total);
+  let at = 0;
+  for (const i of lines) {
+    joined.set(buf.subarray(byteStart(ends, i), ends[i]), at);
+    at += ends[i] - byteStart(ends, i);
+    joined[at++] = 10;
+  }
+  return joined;
+}
+
+// The lines holding an escape: one inside an atom hides it from the byte pass, so they are
+// tried with each pattern present that is tried line by line.
+function escapedLines(part, ends, count) {
+  const escaped = [];
+  if (!part.hasEscapes) return escaped;
+  const raw = part.raw;
+  let line = 0;
+  for (let at = raw.indexOf("\x1b"); at >= 0; at = raw.indexOf("\x1b", at + 1)) {
+    while (line < count && ends[line] < at) line++;
+    if (escaped[escaped.length - 1] !== line) escaped.push(line);
+  }
+  return escaped;
+}
+
+// A block being answered: its lines, its text and where each pattern may match. Its loops
+// are functions of their own: a loop that runs long in a constructor called once per block
+// had its code compiled anew at every block.
+class Block {
+  constructor(buf) {
+    const n = buf.length;
+    const size = (((n + 3) >>> 2) << 2) + 4; // whole words, zeros after the block
+    if (scratch.length < size) scratch = new Uint8Array(size + (size >>> 3));
+    const copy = scratch.subarray(0, size);
+    copy.set(buf);
+    copy.fill(0, n);
+    const scan = scanBlock(buf, copy);
+    const { ends, wide } = scan; // the page's line ends (in bytes)
+    const count = ends.length;
+    this.buf = buf;
+    this.scan = scan;
+    this.ends = ends;
+    this.count = count;
+    this.long = longLines(ends, count);
+    // The block's text in two parts, each searched as a whole. Its lines without a byte over
+    // 0x7f are one text of one character per byte (latin1: V8 keeps it one byte per character,
+    // which decodes and searches about twice as fast as the two bytes a UTF-8 text with any
+    // other character takes, and its offsets are the bytes'); in it the bytes over 0x7f of the
+    // other lines are made DEL, so that it stays one byte per character, and what is found on
+    // those lines is passed over. Those lines (a few in a hundred in a training log) are the
+    // second text, decoded as UTF-8, searched the same way.
+    const { wideAt, wideLines } = wideOf(ends, count, wide, copy);
+    this.wideAt = wideAt;
+    this.wideLines = wideLines;
+    this.big = new Part(asciiDecoder.decode(wide.length ? copy.subarray(0, n) : buf), ends, count);
+    this.small = wideLines.length ? new Part(decoder.decode(joinedLines(buf, ends, wideLines)), null, wideLines.length) : null;
+    this.aligned = this.big.aligned && (this.small === null || this.small.aligned);
+    this.escaped = escapedLines(this.big, ends, count);
+    this.texts = new Map();
+    this.listed = new Map(); // pattern -> the lines its atoms are on (null: search the text)
+  }
+
+  text(i) {
+    let t = this.texts.get(i);
     if (t === undefined) {
-      const start = byteStart(i);
-      if (ends[i] - start > rules.line_bytes) t = decoder.decode(buf.subarray(start, start + rules.line_bytes));
-      else t = raw.slice(i ? rawStops[i - 1] + 1 : 0, rawStops[i]);
-      texts.set(i, t);
+      const start = byteStart(this.ends, i);
+      if (this.ends[i] - start > rules.line_bytes) t = decoder.decode(this.buf.subarray(start, start + rules.line_bytes));
+      else if (this.wideAt[i] >= 0) t = this.small.rawLine(this.wideAt[i]);
+      else t = this.big.rawLine(i);
+      this.texts.set(i, t);
     }
     return t;
-  };
-  const test = (i, id) => matchesOne(text(i), id);
-  let lowered = null; // the searched text in ASCII lower case, for patterns judged by their atoms alone
+  }
 
-  // The lines from `from` on where the pattern may match, in order: each one search of the
+  test(i, id) {
+    return matchesOne(this.text(i), id);
+  }
+
+  // The first line from `from` on where the first text finds the pattern, unless it is on a
+  // line of the second.
+  nextBig(p, from) {
+    let i = from;
+    for (;;) {
+      const found = this.big.next(p, i);
+      if (found >= this.count || this.wideAt[found] < 0) return found;
+      i = found + 1;
+    }
+  }
+
+  // The same in the second text.
+  nextSmall(p, from) {
+    const wideLines = this.wideLines;
+    if (this.small === null) return this.count;
+    let lo = 0;
+    let hi = wideLines.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (wideLines[mid] < from) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo >= wideLines.length) return this.count;
+    const found = this.small.next(p, lo);
+    return found >= wideLines.length ? this.count : wideLines[found];
+  }
+
+  // The lines from `from` on where the pattern may match, in order: each one search of a
   // text from the start of a line (a match reaching over a line end is found again from the
   // next line, so no line is skipped), merged with the long lines.
-  const listed = new Map(); // pattern -> the lines its atoms are on (null: search the text)
-  function* candidates(id, from) {
+  *candidates(id, from) {
     const p = patterns[id];
-    if (!listed.has(id)) {
-      const few = atomLines(id, scan);
-      listed.set(id, few !== null && escaped.length ? merged(few, escaped) : few);
+    const { count, long } = this;
+    if (!this.listed.has(id)) {
+      const few = atomLines(id, this.scan);
+      this.listed.set(id, few !== null && this.escaped.length ? merged(few, this.escaped) : few);
     }
-    const few = listed.get(id);
+    const few = this.listed.get(id);
     if (few !== null) {
       // Its atoms are on a few lines only (a line it matches holds one of them).
       for (const i of few) if (i >= from) yield i;
@@ -511,25 +737,17 @@ function work(buf) {
     }
     let k = 0;
     while (k < long.length && long[k] < from) k++;
-    if (!aligned) {
+    if (!this.aligned) {
       for (let i = from; i < count; i++) yield i; // every line, judged one by one
       return;
     }
     let i = from;
+    let inBig = -1; // the next finding of each text, once searched
+    let inSmall = -1;
     while (i < count) {
-      let found = count;
-      const all = wholeOf(p);
-      if (all) {
-        all.lastIndex = lineStart(i);
-        const m = all.exec(searched);
-        if (m !== null) found = lineOf(m.index, i);
-      } else {
-        if (lowered === null) lowered = lowerAscii(searched);
-        for (const a of p.atoms) {
-          const at = lowered.indexOf(a, lineStart(i));
-          if (at >= 0) found = Math.min(found, lineOf(at, i));
-        }
-      }
+      if (inBig < i) inBig = this.nextBig(p, i);
+      if (inSmall < i) inSmall = this.nextSmall(p, i);
+      const found = Math.min(inBig, inSmall);
       while (k < long.length && long[k] < found) yield long[k++];
       if (found >= count) return;
       if (k < long.length && long[k] === found) k++;
@@ -540,19 +758,23 @@ function work(buf) {
 
   // The last line from `from` on that the pattern matches, or -1: first among the last lines
   // (a frequent pattern's last match is near the end), else along the rest of the block.
-  function lastMatch(id, from) {
-    const tailFrom = Math.max(from, count - 64);
+  lastMatch(id, from) {
+    const tailFrom = Math.max(from, this.count - 64);
     let last = -1;
-    for (const i of candidates(id, tailFrom)) if (test(i, id)) last = i;
+    for (const i of this.candidates(id, tailFrom)) if (this.test(i, id)) last = i;
     if (last >= 0 || tailFrom === from) return last;
-    for (const i of candidates(id, from)) {
+    for (const i of this.candidates(id, from)) {
       if (i >= tailFrom) break;
-      if (test(i, id)) last = i;
+      if (this.test(i, id)) last = i;
     }
     return last;
   }
+}
 
-  // Per pattern: its first matches (at most per_pattern) and its last.
+// Per pattern present: its first matches (at most per_pattern) and its last.
+function matchesOf(block) {
+  const { count } = block;
+  const on = block.scan.on;
   const matchIds = [];
   const matchOffsets = [0];
   const matchLines = [];
@@ -562,9 +784,9 @@ function work(buf) {
     const first = [];
     let from = 0;
     if (!capped.has(id)) {
-      for (const i of candidates(id, 0)) {
+      for (const i of block.candidates(id, 0)) {
         from = i + 1;
-        if (test(i, id)) {
+        if (block.test(i, id)) {
           first.push(i);
           if (first.length >= rules.per_pattern) break;
         }
@@ -573,7 +795,7 @@ function work(buf) {
     }
     let last = first.length ? first[first.length - 1] : -1;
     if (from < count) {
-      const later = lastMatch(id, from);
+      const later = block.lastMatch(id, from);
       if (later >= 0) last = later;
     }
     if (last < 0) continue;
@@ -582,41 +804,47 @@ function work(buf) {
     matchOffsets.push(matchLines.length);
     lasts.push(last);
   }
-  // The last progress lines, from the end: windows of lines growing eightfold.
-  const progress = [];
-  const shown = progressIds.filter((id) => on[id]);
-  if (shown.length) {
-    let hi = count;
-    let size = rules.progress * 2;
-    while (hi > 0 && progress.length < rules.progress) {
-      const lo = Math.max(0, hi - size);
-      const lines = new Set();
-      for (const id of shown) {
-        for (const i of candidates(id, lo)) {
-          if (i >= hi) break;
-          lines.add(i);
-        }
-      }
-      const sorted = [...lines].sort((a, b) => b - a);
-      for (const i of sorted) {
-        if (shown.some((id) => test(i, id))) {
-          progress.push(i);
-          if (progress.length >= rules.progress) break;
-        }
-      }
-      hi = lo;
-      size *= 8;
-    }
-    progress.reverse();
-  }
   return {
-    ends,
     matchIds: Int32Array.from(matchIds),
     matchOffsets: Int32Array.from(matchOffsets),
     matchLines: Int32Array.from(matchLines),
     lasts: Int32Array.from(lasts),
-    progress: Int32Array.from(progress),
   };
+}
+
+// The last progress lines, from the end: windows of lines growing eightfold.
+function progressOf(block) {
+  const progress = [];
+  const shown = progressIds.filter((id) => block.scan.on[id]);
+  if (!shown.length) return Int32Array.from(progress);
+  let hi = block.count;
+  let size = rules.progress * 2;
+  while (hi > 0 && progress.length < rules.progress) {
+    const lo = Math.max(0, hi - size);
+    const lines = new Set();
+    for (const id of shown) {
+      for (const i of block.candidates(id, lo)) {
+        if (i >= hi) break;
+        lines.add(i);
+      }
+    }
+    const sorted = [...lines].sort((a, b) => b - a);
+    for (const i of sorted) {
+      if (shown.some((id) => block.test(i, id))) {
+        progress.push(i);
+        if (progress.length >= rules.progress) break;
+      }
+    }
+    hi = lo;
+    size *= 8;
+  }
+  progress.reverse();
+  return Int32Array.from(progress);
+}
+
+function work(buf) {
+  const block = new Block(buf);
+  return { ends: block.ends, ...matchesOf(block), progress: progressOf(block) };
 }
 
 onmessage = (event) => {
@@ -643,6 +871,8 @@ onmessage = (event) => {
     always = usable.filter((p) => !p.atoms).map((p) => p.id);
     atomPatterns = usable.filter((p) => p.atoms);
     grams = null;
+    lastDense = null;
+    blocksScanned = 0;
     return;
   }
   if (message.capped) {
