@@ -92,10 +92,8 @@ def mid_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_the_browser_keeps_exactly_what_the_python_rules_keep(
-    page: Page, server: LiveServer, library: Library, mid_log: Path
-) -> None:
-    """One definition of the rules: the page and `select_evidence` pick the same lines."""
+def sent_and_selected(page: Page, server: LiveServer, library: Library, log: Path) -> tuple[dict[str, Any], Any]:
+    """What the page sent for a log, and what `select_evidence` keeps of it: their lines must agree."""
     captured: list[dict[str, Any]] = []
 
     def capture(route: Route) -> None:
@@ -103,16 +101,23 @@ def test_the_browser_keeps_exactly_what_the_python_rules_keep(
         route.continue_()
 
     page.route("**/api/v1/diagnoses", capture)
-    pick(page, server, mid_log)
+    pick(page, server, log)
     with page.expect_navigation(url=re.compile(r"/d/[\w-]+$")):
         page.click("button[type=submit]")
     (payload,) = captured
-
-    with mid_log.open("rb") as f:
+    with log.open("rb") as f:
         expected = select_evidence(iter(lambda: f.read(1 << 20), b""), prefilter_spec(library))
     assert payload["total_lines"] == expected.total_lines
-    assert payload["total_bytes"] == expected.total_bytes
     assert [(e["line"], e["text"]) for e in payload["excerpt"]] == list(expected.lines)
+    return payload, expected
+
+
+def test_the_browser_keeps_exactly_what_the_python_rules_keep(
+    page: Page, server: LiveServer, library: Library, mid_log: Path
+) -> None:
+    """One definition of the rules: the page and `select_evidence` pick the same lines."""
+    payload, expected = sent_and_selected(page, server, library, mid_log)
+    assert payload["total_bytes"] == expected.total_bytes
     full = diagnose(mid_log, library, name=mid_log.name)
     with httpx.Client(base_url=server.url) as client:
         stored = client.get(f"/api/v1/diagnoses/{page.url.rsplit('/', 1)[1]}").json()
@@ -159,22 +164,8 @@ def test_lines_longer_than_a_block_are_kept_as_the_python_rules_keep_them(
         + head[: 1 << 20]
         + b"Killed"  # a last line without a newline
     )
-    captured: list[dict[str, Any]] = []
-
-    def capture(route: Route) -> None:
-        captured.append(body_of(route.request))
-        route.continue_()
-
-    page.route("**/api/v1/diagnoses", capture)
-    pick(page, server, log)
-    with page.expect_navigation(url=re.compile(r"/d/[\w-]+$")):
-        page.click("button[type=submit]")
-    (payload,) = captured
-    with log.open("rb") as f:
-        expected = select_evidence(iter(lambda: f.read(1 << 20), b""), prefilter_spec(library))
-    assert payload["total_lines"] == expected.total_lines
+    payload, expected = sent_and_selected(page, server, library, log)
     assert payload["total_bytes"] == expected.total_bytes == log.stat().st_size
-    assert [(e["line"], e["text"]) for e in payload["excerpt"]] == list(expected.lines)
 
 
 def test_a_file_picked_while_another_is_read_replaces_it(

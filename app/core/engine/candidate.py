@@ -4,11 +4,13 @@ facts, the rank it happened on, and the advice that fits the log."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from app.core.engine.advice import Setting, fix_steps, verify_parts
 from app.core.engine.fill import fill
 from app.core.engine.found import Found
-from app.core.models import LIKELY, Candidate, Episode, Evidence, Role, entry_path
+from app.core.knowledge.schema import Signature
+from app.core.models import LIKELY, Candidate, Episode, Evidence, Line, Role, entry_path
 from app.core.times import began
 
 # What a pattern consumes to find where the words it looks for start: the end of a prefix
@@ -87,5 +89,62 @@ def candidate_of(
         verify_command=command,
         verify_explain=explain,
         resume=fill(sig.resume, facts),
+        path=entry_path(sig.id),
+    )
+
+
+def one_line_candidate(
+    sig: Signature,
+    line: Line,
+    span: tuple[int, int],
+    *,
+    confidence: float,
+    why: str,
+    pattern: str,
+    kind: Literal["fingerprint", "context"],
+    setting: Setting | None = None,
+    basis: Literal["signature", "neighbours"] = "signature",
+    file: str | None = None,
+) -> Candidate:
+    """A possible initiating failure that one line shows (a stall, a lead), with the entry's own advice."""
+    start, end = span
+    while start < end - 1 and (line.text[start].isspace() or line.text[start] in _LEADING):
+        start += 1  # a highlight begins on the words, not on a quote marker or a separator
+    end = len(line.text[:end].rstrip()) or end
+    verify, command, explain = verify_parts(sig, {})
+    return Candidate(
+        id=sig.id,
+        title=sig.title,
+        layer=sig.layer,
+        severity=sig.severity,
+        confidence=confidence,
+        band="possible",
+        role="initiating",
+        basis=basis,
+        why=why,
+        line=line.no,
+        file=file if file is not None else line.file,
+        rank=line.rank,
+        time=line.time,
+        ranks=[line.rank] if line.rank is not None else [],
+        count=1,
+        evidence=[
+            Evidence(
+                line=line.no,
+                file=line.file,
+                rank=line.rank,
+                time=line.time,
+                text=line.text,
+                span=(start, end),
+                pattern=pattern,
+                kind=kind,
+            )
+        ],
+        summary=sig.summary,
+        fix=fix_steps(sig, {}, setting),
+        verify=verify,
+        verify_command=command,
+        verify_explain=explain,
+        resume=fill(sig.resume, {}),
         path=entry_path(sig.id),
     )

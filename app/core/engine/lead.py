@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from app.core.engine.advice import Setting, fix_steps, verify_parts
+from app.core.engine.advice import Setting
+from app.core.engine.candidate import one_line_candidate
 from app.core.engine.file_scan import FileScan
-from app.core.engine.fill import fill
 from app.core.engine.job import picked_lines
 from app.core.knowledge.loading import Library
-from app.core.models import Candidate, Evidence, entry_path
+from app.core.models import Candidate
 
 CONFIDENCE = 0.2  # a resemblance to other logs: below anything a fingerprint found
 
@@ -46,50 +46,20 @@ def neighbour_lead(
         return None
     sig = library.signatures[vote.expected]
     threads = [n.source for n in vote.neighbours]
-    verify, command, explain = verify_parts(sig, {})
     # The line that weighs most in the logs that voted (the first of equals): what made the lead.
     line = max((line for _, line in lines), key=lambda ln: (index.weight_of(ln.text, vote), -ln.no))
-    text = line.text
-    start, end = line.content_start, len(text.rstrip()) or len(text)
-    while start < end - 1 and (text[start].isspace() or text[start] in ":]>|"):
-        start += 1  # a highlight begins on the words, not on a quote marker or a separator
-    return Candidate(
-        id=sig.id,
-        title=sig.title,
-        layer=sig.layer,
-        severity=sig.severity,
+    return one_line_candidate(
+        sig,
+        line,
+        (line.content_start, len(line.text)),
         confidence=CONFIDENCE,
-        band="possible",
-        role="initiating",
-        basis="neighbours",
         why=f"no signature recognises this log; of the labelled public-thread logs, the "
         f"{_count(len(threads))} most like it (words of its error lines and its ends) were diagnosed as this: "
         f"{', '.join(threads)}. A resemblance, not a match: compare the threads with the marked line",
-        line=line.no,
-        file=line.file,
-        rank=line.rank,
-        time=line.time,
-        ranks=[line.rank] if line.rank is not None else [],
-        count=1,
-        evidence=[
-            Evidence(
-                line=line.no,
-                file=line.file,
-                rank=line.rank,
-                time=line.time,
-                text=line.text,
-                span=(start, end),
-                pattern="neighbours",
-                kind="context",
-            )
-        ],
-        summary=sig.summary,
-        fix=fix_steps(sig, {}, setting),
-        verify=verify,
-        verify_command=command,
-        verify_explain=explain,
-        resume=fill(sig.resume, {}),
-        path=entry_path(sig.id),
+        pattern="neighbours",
+        kind="context",
+        setting=setting,
+        basis="neighbours",
     )
 
 

@@ -32,12 +32,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from app.core.engine.advice import Setting, fix_steps, verify_parts
+from app.core.engine.advice import Setting
+from app.core.engine.candidate import one_line_candidate
 from app.core.engine.ending import quiet, tail
 from app.core.engine.file_scan import FileScan
-from app.core.engine.fill import fill
 from app.core.knowledge.loading import Library
-from app.core.models import Candidate, Evidence, Line, entry_path
+from app.core.models import Candidate, Line
 
 HANG = "proc.hang_no_error"
 CONFIDENCE = 0.3  # a stall is a reading of where a log ends, never more than possible
@@ -132,45 +132,16 @@ def stalled_start(scans: Sequence[FileScan], library: Library, setting: Setting 
         line, phase = found
         text = line.text
         m = _compiled(phase.regex).search(text, line.content_start)
-        start, end = (m.start(), m.end()) if m else (line.content_start, len(text))
-        while start < end - 1 and (text[start].isspace() or text[start] in ":]>|"):
-            start += 1  # a highlight begins on the words, not on a quote marker or a separator
-        end = len(text[:end].rstrip()) or end
-        verify, command, explain = verify_parts(sig, {})
-        return Candidate(
-            id=sig.id,
-            title=sig.title,
-            layer=sig.layer,
-            severity=sig.severity,
+        return one_line_candidate(
+            sig,
+            line,
+            (m.start(), m.end()) if m else (line.content_start, len(text)),
             confidence=CONFIDENCE,
-            band="possible",
-            role="initiating",
             why=f"the log stops in {phase.waits}: its last line enters that phase and nothing but warnings follows "
             f"(no error, no progress) - the run stalled there, or the log was cut",
-            line=line.no,
+            pattern=f"stalled_{phase.name}",
+            kind="fingerprint",
+            setting=setting,
             file=scan.name,
-            rank=line.rank,
-            time=line.time,
-            ranks=[line.rank] if line.rank is not None else [],
-            count=1,
-            evidence=[
-                Evidence(
-                    line=line.no,
-                    file=line.file,
-                    rank=line.rank,
-                    time=line.time,
-                    text=text,
-                    span=(start, end),
-                    pattern=f"stalled_{phase.name}",
-                    kind="fingerprint",
-                )
-            ],
-            summary=sig.summary,
-            fix=fix_steps(sig, {}, setting),
-            verify=verify,
-            verify_command=command,
-            verify_explain=explain,
-            resume=fill(sig.resume, {}),
-            path=entry_path(sig.id),
         )
     return None
