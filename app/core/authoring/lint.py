@@ -265,11 +265,17 @@ def check_taxonomy(
 
 
 def _diagnosed(text: str, library: Library) -> Diagnosis | None:
-    """A text of a signature file diagnosed as a log; None when it holds no line."""
+    """A text of a signature file diagnosed as a log; None when it holds no line.
+
+    Only what the signatures found: a lead (the failure of similar corpus logs, offered when
+    nothing is recognised) is the corpus's doing, not a signature's, and is left out.
+    """
     try:
-        return diagnose(text.encode(), library)
+        result = diagnose(text.encode(), library)
     except EmptyLog:
         return None
+    found = [c for c in result.candidates if c.basis == "signature"]
+    return result if len(found) == len(result.candidates) else result.model_copy(update={"candidates": found})
 
 
 def _got(result: Diagnosis) -> str:
