@@ -238,8 +238,7 @@ def eval_command(
     if record:
         # The leads of an evaluation come from the corpus's own logs: index them first (each case is
         # measured without its own thread), so measured.json is that of the shipped index.
-        from app.core.knowledge import NEIGHBOURS_FILE
-        from app.core.knowledge.neighbours import LazyNeighbours
+        from app.core.knowledge import NEIGHBOURS_FILE, LazyNeighbours
         from app.evaluation.neighbours import corpus_neighbours, write_neighbours
 
         index = corpus_neighbours(cases, library)

@@ -122,11 +122,7 @@ class Candidate(_Frozen):
     confidence: float = Field(ge=0, le=1)
     band: Band
     role: Role
-    basis: Literal["signature", "neighbours"] = Field(
-        "signature",
-        description="signature: the entry's own patterns (or where the log stops) found it; neighbours: a lead "
-        "offered when nothing was recognised, the failure of the labelled public-thread logs most like this one",
-    )
+    basis: Literal["signature", "neighbours"] = "signature"  # neighbours: a lead from the most similar logs
     episode: Episode = "terminal"
     caused_by: str | None = Field(None, description="id of the failure this one echoes")
     why: str = Field(description="why the ranker gave this role")

@@ -19,6 +19,7 @@ from app.core.engine import parse_prefixes, strip_ansi
 from app.core.knowledge import ESTABLISHED, FIGURES, SAMPLED, Outcome, Ratio, Report, Sight, SightGroup, score
 from app.errors import CorpusError, TraceloreError
 from app.evaluation.corpus import Case, FirstSight
+from app.evaluation.neighbours import lead_lines, leads_note
 
 ORDERS = 4  # orders a multi-rank case's files are diagnosed in: as given, reversed, two seeded shuffles
 UNRANKED_FILE = "launcher.log"  # where a split log's lines with no rank prefix go
@@ -211,7 +212,7 @@ def _figure_lines(report: Report, thresholds: Mapping[str, float]) -> list[str]:
 
     if len(report.parts) < 2:
         (scope,) = report.parts or (ESTABLISHED,)
-        return lines(report, None if scope == ESTABLISHED else scope) + _lead_lines(report)
+        return lines(report, None if scope == ESTABLISHED else scope) + lead_lines(report)
     out = []
     for scope, part in report.parts.items():  # established, sampled, then each sampled batch under it
         batch = scope.partition(".")[2]
@@ -221,18 +222,7 @@ def _figure_lines(report: Report, thresholds: Mapping[str, float]) -> list[str]:
         out += [""]
     out += [f"the whole corpus: {report.cases} cases (no threshold)"]
     out += ["  " + f"{name:<17} {getattr(report, name)}" for name in FIGURES]
-    return out + _lead_lines(report)
-
-
-def _lead_lines(report: Report) -> list[str]:
-    """How many failures got a lead rather than a signature's match, and how often it was right."""
-    if not report.leads.total and not report.healthy_leads.hits:
-        return []
-    return [
-        f"  first answer a lead (no signature recognised the log; the failure of the most similar"
-        f" other threads' logs): {report.leads.total}, right {report.leads}",
-        f"  healthy runs given a lead (possible, never likely): {report.healthy_leads}",
-    ]
+    return out + lead_lines(report)
 
 
 def _sight_lines(groups: Sequence[SightGroup]) -> list[str]:
@@ -246,15 +236,10 @@ def _sight_lines(groups: Sequence[SightGroup]) -> list[str]:
     ]
     for g in groups:
         out.append(f"  {g.label}: {g.cases} failed runs, class known for {g.coverage} then, {g.coverage_now} now")
-        then = f"top-1 {g.then_top1}  top-3 {g.then_top3}  no candidate {g.then_none}{_leads(g.then_leads)}"
-        now = f"top-1 {g.now_top1}  top-3 {g.now_top3}  no candidate {g.now_none}{_leads(g.now_leads)}"
+        then = f"top-1 {g.then_top1}  top-3 {g.then_top3}  no candidate {g.then_none}{leads_note(g.then_leads)}"
+        now = f"top-1 {g.now_top1}  top-3 {g.now_top3}  no candidate {g.now_none}{leads_note(g.now_leads)}"
         out += [f"    then  {then}", f"    now   {now}"]
     return out
-
-
-def _leads(leads: Ratio) -> str:
-    """How many of the first answers were leads, and how many of those were right."""
-    return f"  (first answer a lead: {leads.total}, right {leads.hits})" if leads.total else ""
 
 
 def _coverage_lines(groups: Sequence[SightGroup]) -> list[str]:
@@ -267,6 +252,9 @@ def _coverage_lines(groups: Sequence[SightGroup]) -> list[str]:
     return out
 
 
+_SIGHT_KEYS = ("top1", "top3", "no_candidate", "leads")
+
+
 def _sight_json(g: SightGroup) -> dict[str, Any]:
     def ratio(r: Ratio) -> dict[str, Any]:
         return {"value": r.value, "hits": r.hits, "total": r.total}
@@ -276,18 +264,8 @@ def _sight_json(g: SightGroup) -> dict[str, Any]:
         "cases": g.cases,
         "known": g.known,
         "known_now": g.known_now,
-        "then": {
-            "top1": ratio(g.then_top1),
-            "top3": ratio(g.then_top3),
-            "no_candidate": ratio(g.then_none),
-            "leads": ratio(g.then_leads),
-        },
-        "now": {
-            "top1": ratio(g.now_top1),
-            "top3": ratio(g.now_top3),
-            "no_candidate": ratio(g.now_none),
-            "leads": ratio(g.now_leads),
-        },
+        "then": dict(zip(_SIGHT_KEYS, map(ratio, (g.then_top1, g.then_top3, g.then_none, g.then_leads)), strict=True)),
+        "now": dict(zip(_SIGHT_KEYS, map(ratio, (g.now_top1, g.now_top3, g.now_none, g.now_leads)), strict=True)),
     }
 
 

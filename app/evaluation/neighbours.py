@@ -12,17 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.core import Library
-from app.core.engine.diagnose import scan_sources
-from app.core.engine.job import picked_lines
-from app.core.knowledge.neighbours import NeighbourIndex
+from app.core.engine import indexed_text
+from app.core.knowledge import NeighbourIndex, Ratio, Report
 from app.evaluation.corpus import Case
 
 
 def kept_text(logs: Sequence[tuple[str, bytes]], library: Library) -> str:
     """The lines a scan of a case's logs keeps, as the engine reads them."""
-    named = [(name if len(logs) > 1 else None, data) for name, data in logs]
-    scans = scan_sources(named, library, threads=1)
-    return "\n".join(line.text for scan in scans for line in picked_lines(scan))
+    return indexed_text([(name if len(logs) > 1 else None, data) for name, data in logs], library)
 
 
 def corpus_neighbours(cases: Sequence[Case], library: Library) -> NeighbourIndex:
@@ -40,3 +37,19 @@ def write_neighbours(path: Path, index: NeighbourIndex) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+
+
+def lead_lines(report: Report) -> list[str]:
+    """How many failures got a lead rather than a signature's match, and how often it was right."""
+    if not report.leads.total and not report.healthy_leads.hits:
+        return []
+    return [
+        f"  first answer a lead (no signature recognised the log; the failure of the most similar"
+        f" other threads' logs): {report.leads.total}, right {report.leads}",
+        f"  healthy runs given a lead (possible, never likely): {report.healthy_leads}",
+    ]
+
+
+def leads_note(leads: Ratio) -> str:
+    """How many of the first answers were leads, and how many of those were right."""
+    return f"  (first answer a lead: {leads.total}, right {leads.hits})" if leads.total else ""

@@ -265,11 +265,7 @@ def check_taxonomy(
 
 
 def _diagnosed(text: str, library: Library) -> Diagnosis | None:
-    """A text of a signature file diagnosed as a log; None when it holds no line.
-
-    Only what the signatures found: a lead (the failure of similar corpus logs, offered when
-    nothing is recognised) is the corpus's doing, not a signature's, and is left out.
-    """
+    """A text of a signature file diagnosed as a log (None: no line); a lead is the corpus's doing, left out."""
     try:
         result = diagnose(text.encode(), library)
     except EmptyLog:

@@ -191,11 +191,14 @@ _Dumper.add_representer(str, _str)
 
 
 def recognised_by(lines: Sequence[str], library: Library) -> str | None:
-    """The signature a library names first for a cluster's lines, if any: the cluster is no longer unknown."""
+    """The signature a library names first for a cluster's lines, if any: the cluster is no longer unknown.
+
+    A lead (the failure of similar corpus logs) recognises nothing: the cluster stays unknown.
+    """
     if not lines:
         return None
     d = diagnose("\n".join(lines).encode("utf-8"), library, threads=1)
-    return d.candidates[0].id if d.candidates else None
+    return next((c.id for c in d.candidates if c.basis == "signature"), None)
 
 
 def similarity(a: str, b: str) -> float:

@@ -13,6 +13,7 @@ from app.core.faces import Home, lazy_names
 
 if TYPE_CHECKING:
     from app.core.engine.advice import condition_words as condition_words
+    from app.core.engine.diagnose import indexed_text as indexed_text
     from app.core.engine.fill import template as template
     from app.core.engine.live import LiveJob as LiveJob
     from app.core.engine.live import LiveScan as LiveScan
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 HOMES: dict[str, Home] = {
     "condition_words": "app.core.engine.advice",
+    "indexed_text": "app.core.engine.diagnose",
     "template": "app.core.engine.fill",
     "LiveJob": "app.core.engine.live",
     "LiveScan": "app.core.engine.live",
@@ -45,6 +47,7 @@ __all__ = [
     "condition_words",
     "parse_prefixes",
     "strip_ansi",
+    "indexed_text",
     "template",
 ]
 if not TYPE_CHECKING:  # type checkers read the imports above, and so find a misspelt name

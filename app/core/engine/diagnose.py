@@ -57,6 +57,11 @@ def scan_sources(
     return scans
 
 
+def indexed_text(sources: Sequence[tuple[str | None, Source]], library: Library) -> str:
+    """What a labelled log is indexed by for leads: the lines a scan of it keeps (its ends, every picked line)."""
+    return "\n".join(line.text for scan in scan_sources(sources, library, threads=1) for line in picked_lines(scan))
+
+
 def diagnose(
     source: Source,
     library: Library,

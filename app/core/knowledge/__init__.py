@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from app.core.knowledge.loading import MEASURED_FILE as MEASURED_FILE
     from app.core.knowledge.loading import NEIGHBOURS_FILE as NEIGHBOURS_FILE
     from app.core.knowledge.loading import TAXONOMY_FILE as TAXONOMY_FILE
+    from app.core.knowledge.neighbours import LazyNeighbours as LazyNeighbours
+    from app.core.knowledge.neighbours import NeighbourIndex as NeighbourIndex
     from app.core.knowledge.parsing import parse_signature as parse_signature
     from app.core.knowledge.schema import Example as Example
     from app.core.knowledge.schema import Pattern as Pattern
@@ -48,6 +50,8 @@ HOMES: dict[str, Home] = {
     "MEASURED_FILE": "app.core.knowledge.loading",
     "NEIGHBOURS_FILE": "app.core.knowledge.loading",
     "TAXONOMY_FILE": "app.core.knowledge.loading",
+    "LazyNeighbours": "app.core.knowledge.neighbours",
+    "NeighbourIndex": "app.core.knowledge.neighbours",
     "parse_signature": "app.core.knowledge.parsing",
     "Example": "app.core.knowledge.schema",
     "Pattern": "app.core.knowledge.schema",
@@ -68,8 +72,10 @@ __all__ = [
     "ESTABLISHED",
     "Example",
     "FIGURES",
+    "LazyNeighbours",
     "MEASURED_FILE",
     "NEIGHBOURS_FILE",
+    "NeighbourIndex",
     "Outcome",
     "Pattern",
     "PatternWindow",
