@@ -47,7 +47,8 @@ def neighbour_lead(
     sig = library.signatures[vote.expected]
     threads = [n.source for n in vote.neighbours]
     # The line that weighs most in the logs that voted (the first of equals): what made the lead.
-    line = max((line for _, line in lines), key=lambda ln: (index.weight_of(ln.text, vote), -ln.no))
+    weight = index.weigher(vote)
+    line = max((line for _, line in lines), key=lambda ln: (weight(ln.text), -ln.no))
     return one_line_candidate(
         sig,
         line,

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 TAXONOMY_FILE = "taxonomy.yaml"  # the list of failure classes, beside the signature folders
 MEASURED_FILE = "measured.json"  # what `tracelore eval` measured per signature, beside them too
-NEIGHBOURS_FILE = "neighbours.json"  # the corpus's labelled logs, indexed (`tracelore corpus neighbours`)
+NEIGHBOURS_FILE = "neighbours.json"  # the corpus's labelled logs, indexed (`tracelore eval --write-measured`)
 
 # context: a companion of a clue fingerprint, whose line is shown as the clue's evidence.
 PatternKind = Literal["fingerprint", "symptom", "near", "context", "exclude", "error", "progress", "version"]

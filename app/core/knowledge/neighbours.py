@@ -107,13 +107,18 @@ class NeighbourIndex:
                 out.append(Neighbour(log.case, log.source, log.expected, round(score, 3)))
         return out
 
-    def weight_of(self, text: str, vote: Vote) -> float:
-        """How much a line's words weigh in the logs that voted: which line made the vote."""
+    def weigher(self, vote: Vote) -> Callable[[str], float]:
+        """How much a line's words weigh in the logs that voted (which line made the vote), per line."""
         from app.core.knowledge.similar import words
 
-        voters = [log for log in self.logs if log.case in {n.case for n in vote.neighbours}]
-        terms = set(words(text))
-        return sum(self.idf.get(t, 0.0) * log.weights.get(t, 0.0) for t in terms for log in voters)
+        cases = {n.case for n in vote.neighbours}
+        voters = [log for log in self.logs if log.case in cases]  # found once, not per line weighed
+
+        def weight(text: str) -> float:
+            terms = set(words(text))
+            return sum(self.idf.get(t, 0.0) * log.weights.get(t, 0.0) for t in terms for log in voters)
+
+        return weight
 
     def vote(self, text: str, allowed: Mapping[str, Any]) -> Vote | None:
         """The failure the nearest logs name (of those in `allowed`), if any log is near enough."""
